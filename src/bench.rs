@@ -1,0 +1,131 @@
+//! `servesim bench`: simulator speed and memory on the reference workload
+//! (Llama-3.1-8B BF16 on one H100-SXM, prompt 1024 / output 256, Poisson
+//! 10 req/s per replica, chunked prefill with budget 8192, max_num_seqs 256).
+//!
+//! Each size runs in a fresh child process so that its peak RSS is its own.
+
+use crate::config::load_scenario_str;
+use crate::error::{Error, Result};
+use clap::Args;
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+/// Arguments of `servesim bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Request counts to simulate, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "50000,500000,1000000")]
+    sizes: Vec<u64>,
+    /// Engine replicas (the arrival rate scales with them).
+    #[arg(long, default_value_t = 1)]
+    replicas: u32,
+    /// Also time a plain `servesim run` (all output files) of the largest size.
+    #[arg(long)]
+    with_run: bool,
+    /// Internal: simulate one size in this process and print one result line.
+    #[arg(long, hide = true)]
+    one: Option<u64>,
+}
+
+/// The reference scenario as TOML.
+pub fn scenario_toml(n: u64, replicas: u32) -> String {
+    format!(
+        r#"name = "bench-{n}"
+seed = 1
+num_requests = {n}
+[model]
+name = "llama-3.1-8b"
+dtype = "bf16"
+[hardware]
+gpu = "h100-sxm"
+tp = 1
+replicas = {replicas}
+router = "round-robin"
+[engine]
+max_num_seqs = 256
+max_num_batched_tokens = 8192
+chunked_prefill = true
+[workload]
+arrival = "poisson"
+rate = {rate}
+prompt_tokens = {{ dist = "fixed", value = 1024 }}
+output_tokens = {{ dist = "fixed", value = 256 }}
+"#,
+        rate = 10.0 * replicas as f64
+    )
+}
+
+/// Peak resident set size of this process, MiB (Linux; NaN elsewhere).
+pub fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(|l| l.to_string()))
+        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<f64>().ok()))
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+fn one(n: u64, replicas: u32) -> Result<()> {
+    let loaded = load_scenario_str(&scenario_toml(n, replicas), Path::new("bench.toml"), &[])?;
+    let catalog = crate::Catalog::builtin()?;
+    let t0 = Instant::now();
+    let rep = crate::run(&loaded.scenario, &catalog)?;
+    let wall = t0.elapsed().as_secs_f64();
+    println!(
+        "{n} {wall:.4} {:.1} {} {} {:.3} {:.2}",
+        peak_rss_mib(),
+        rep.summary.utilisation.steps,
+        rep.output.events,
+        rep.summary.output_throughput,
+        rep.summary.ttft.dist.percentiles[3]
+    );
+    Ok(())
+}
+
+/// Runs the benchmark and prints a table.
+pub fn main(a: BenchArgs) -> Result<()> {
+    if let Some(n) = a.one {
+        return one(n, a.replicas);
+    }
+    let exe = std::env::current_exe()?;
+    println!("servesim bench: Llama-3.1-8B bf16, H100-SXM tp1 × {} replica(s), prompt 1024 / output 256, Poisson {} req/s", a.replicas, 10 * a.replicas);
+    println!("{:>10} {:>9} {:>14} {:>11} {:>12} {:>12} {:>12}", "requests", "wall_s", "sim_req_per_s", "peak_MiB", "steps", "events", "p99_ttft_ms");
+    for &n in &a.sizes {
+        let out = Command::new(&exe).args(["bench", "--one", &n.to_string(), "--replicas", &a.replicas.to_string()]).output()?;
+        if !out.status.success() {
+            return Err(Error::Runtime(format!("bench child failed: {}", String::from_utf8_lossy(&out.stderr))));
+        }
+        let line = String::from_utf8_lossy(&out.stdout);
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let wall: f64 = f[1].parse().unwrap_or(f64::NAN);
+        println!("{:>10} {:>9.3} {:>14.0} {:>11} {:>12} {:>12} {:>12}", n, wall, n as f64 / wall, f[2], f[3], f[4], f[6]);
+    }
+    if a.with_run {
+        let n = *a.sizes.iter().max().unwrap_or(&1_000_000);
+        let dir = std::env::temp_dir().join(format!("servesim-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let file = dir.join("bench.toml");
+        std::fs::write(&file, scenario_toml(n, a.replicas))?;
+        let t0 = Instant::now();
+        let st = Command::new(&exe)
+            .args(["run", &file.display().to_string(), "--out", &dir.join("out").display().to_string(), "--force", "--quiet"])
+            .env("SERVESIM_PRINT_PEAK_RSS", "1")
+            .output()?;
+        let wall = t0.elapsed().as_secs_f64();
+        if !st.status.success() {
+            return Err(Error::Runtime(format!("bench run failed: {}", String::from_utf8_lossy(&st.stderr))));
+        }
+        let size: u64 = ["summary.json", "requests.csv", "manifest.json"]
+            .iter()
+            .filter_map(|f| std::fs::metadata(dir.join("out").join(f)).ok())
+            .map(|m| m.len())
+            .sum();
+        println!(
+            "plain `servesim run` of {n} requests (all output files, {:.0} MiB): {wall:.3} s wall, {}",
+            size as f64 / 1048576.0,
+            String::from_utf8_lossy(&st.stderr).trim()
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(())
+}

@@ -1,0 +1,147 @@
+//! LLM architectures: the numbers the cost model and the memory plan need.
+
+use serde::{Deserialize, Serialize};
+
+/// One transformer LLM architecture (decoder-only, GQA attention, SwiGLU FFN,
+/// optionally mixture-of-experts). Loaded from `models/llm/<name>.toml` or
+/// inlined in a scenario as `[model.spec]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmSpec {
+    /// Display name, e.g. "Llama-3.1-8B".
+    pub name: String,
+    /// Number of transformer layers.
+    pub num_layers: u32,
+    /// Model (residual stream) width.
+    pub hidden_size: u32,
+    /// Query heads.
+    pub num_attention_heads: u32,
+    /// Key/value heads (GQA); equal to `num_attention_heads` for MHA.
+    pub num_kv_heads: u32,
+    /// Width of one attention head.
+    pub head_dim: u32,
+    /// FFN inner width (per expert for MoE models).
+    pub intermediate_size: u32,
+    /// Vocabulary size (embedding and LM head rows).
+    pub vocab_size: u32,
+    /// Maximum context length (prompt + output) in tokens.
+    pub max_context: u32,
+    /// Whether the LM head shares the embedding matrix.
+    #[serde(default)]
+    pub tie_word_embeddings: bool,
+    /// Routed experts per MoE layer; 0 for dense models.
+    #[serde(default)]
+    pub num_experts: u32,
+    /// Experts each token is routed to (top-k).
+    #[serde(default)]
+    pub experts_per_token: u32,
+    /// Sliding attention window in tokens, if the model uses one: attention
+    /// reads at most this many cached tokens per query.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_window: Option<u32>,
+    /// Where the numbers came from.
+    #[serde(default)]
+    pub source: String,
+}
+
+impl LlmSpec {
+    /// True for mixture-of-experts models.
+    pub fn is_moe(&self) -> bool {
+        self.num_experts > 0
+    }
+
+    /// Parameters of the attention projections (Q, K, V, O) of one layer.
+    pub fn attn_params_per_layer(&self) -> f64 {
+        let h = self.hidden_size as f64;
+        let hd = self.head_dim as f64;
+        let q = self.num_attention_heads as f64 * hd;
+        let kv = self.num_kv_heads as f64 * hd;
+        h * (q + 2.0 * kv) + q * h
+    }
+
+    /// Parameters of one expert's (or the dense) SwiGLU FFN: gate, up, down.
+    pub fn ffn_params_per_expert(&self) -> f64 {
+        3.0 * self.hidden_size as f64 * self.intermediate_size as f64
+    }
+
+    /// Number of FFN experts stored per layer (1 for dense models).
+    pub fn experts_stored(&self) -> f64 {
+        if self.is_moe() { self.num_experts as f64 } else { 1.0 }
+    }
+
+    /// Experts each token runs through (1 for dense models).
+    pub fn experts_active(&self) -> f64 {
+        if self.is_moe() { self.experts_per_token as f64 } else { 1.0 }
+    }
+
+    /// Router (gate) parameters of one MoE layer.
+    pub fn router_params_per_layer(&self) -> f64 {
+        if self.is_moe() { self.hidden_size as f64 * self.num_experts as f64 } else { 0.0 }
+    }
+
+    /// Embedding plus LM-head parameters.
+    pub fn embedding_params(&self) -> f64 {
+        let e = self.vocab_size as f64 * self.hidden_size as f64;
+        if self.tie_word_embeddings { e } else { 2.0 * e }
+    }
+
+    /// Total parameter count (norm weights included).
+    pub fn total_params(&self) -> f64 {
+        let per_layer = self.attn_params_per_layer()
+            + self.experts_stored() * self.ffn_params_per_expert()
+            + self.router_params_per_layer()
+            + 2.0 * self.hidden_size as f64;
+        self.num_layers as f64 * per_layer + self.embedding_params() + self.hidden_size as f64
+    }
+
+    /// Parameters touched per token (active experts only).
+    pub fn active_params(&self) -> f64 {
+        let per_layer = self.attn_params_per_layer()
+            + self.experts_active() * self.ffn_params_per_expert()
+            + self.router_params_per_layer();
+        self.num_layers as f64 * per_layer + self.vocab_size as f64 * self.hidden_size as f64
+    }
+
+    /// Key+value elements cached per token across all layers (before sharding).
+    pub fn kv_elements_per_token(&self) -> f64 {
+        2.0 * self.num_layers as f64 * self.num_kv_heads as f64 * self.head_dim as f64
+    }
+
+    /// Checks internal consistency; returns a message naming the bad field.
+    pub fn validate(&self) -> Result<(), String> {
+        let positive = [
+            ("num_layers", self.num_layers),
+            ("hidden_size", self.hidden_size),
+            ("num_attention_heads", self.num_attention_heads),
+            ("num_kv_heads", self.num_kv_heads),
+            ("head_dim", self.head_dim),
+            ("intermediate_size", self.intermediate_size),
+            ("vocab_size", self.vocab_size),
+            ("max_context", self.max_context),
+        ];
+        for (k, v) in positive {
+            if v == 0 {
+                return Err(format!("`{k}` must be a positive integer, got 0"));
+            }
+        }
+        if self.num_attention_heads % self.num_kv_heads != 0 {
+            return Err(format!(
+                "`num_attention_heads` ({}) must be a multiple of `num_kv_heads` ({})",
+                self.num_attention_heads, self.num_kv_heads
+            ));
+        }
+        if self.is_moe() && (self.experts_per_token == 0 || self.experts_per_token > self.num_experts) {
+            return Err(format!(
+                "`experts_per_token` must be between 1 and `num_experts` ({}) for an MoE model, got {}",
+                self.num_experts, self.experts_per_token
+            ));
+        }
+        if !self.is_moe() && self.experts_per_token != 0 {
+            return Err("`experts_per_token` is set but `num_experts` is 0; set both or neither".into());
+        }
+        if self.sliding_window == Some(0) {
+            return Err("`sliding_window` must be positive when set".into());
+        }
+        Ok(())
+    }
+}

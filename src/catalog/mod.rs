@@ -1,0 +1,142 @@
+//! The catalogue of LLM architectures and GPU profiles.
+//!
+//! The files shipped under `models/llm/` and `models/gpu/` are compiled into
+//! the binary. At run time a `models/` folder (the current directory's, or one
+//! named with `--models`) is read on top: a file there replaces the built-in
+//! entry with the same file stem, and new files add entries. Names are matched
+//! case-insensitively against the file stem (`h100-sxm`) or the display name
+//! (`H100-SXM`).
+
+mod gpu;
+mod llm;
+
+pub use gpu::{GIB, GpuSpec};
+pub use llm::LlmSpec;
+
+use crate::error::ConfigError;
+use serde::de::DeserializeOwned;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+include!(concat!(env!("OUT_DIR"), "/builtin_models.rs"));
+
+/// Where a catalogue entry was read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// Compiled into the binary from the repository's `models/` folder.
+    Builtin,
+    /// Read from a file at run time.
+    File(PathBuf),
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::Builtin => write!(f, "built-in"),
+            Origin::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// One catalogue entry.
+#[derive(Debug, Clone)]
+pub struct Entry<T> {
+    /// File stem, the name scenarios use.
+    pub key: String,
+    /// The parsed specification.
+    pub spec: T,
+    /// Where it came from.
+    pub origin: Origin,
+}
+
+/// All known LLMs and GPUs.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    /// LLM architectures by file stem.
+    pub models: BTreeMap<String, Entry<LlmSpec>>,
+    /// GPU profiles by file stem.
+    pub gpus: BTreeMap<String, Entry<GpuSpec>>,
+}
+
+impl Catalog {
+    /// The built-in catalogue only.
+    pub fn builtin() -> Result<Self, ConfigError> {
+        let mut c = Catalog::default();
+        for (kind, stem, text) in BUILTIN {
+            let origin = Origin::Builtin;
+            let file = PathBuf::from(format!("models/{kind}/{stem}.toml"));
+            c.insert(kind, stem, text, &file, origin)?;
+        }
+        Ok(c)
+    }
+
+    /// The built-in catalogue overlaid with the files of `dir` (a folder
+    /// holding `llm/` and/or `gpu/`), if it exists.
+    pub fn with_dir(dir: Option<&Path>) -> Result<Self, ConfigError> {
+        let mut c = Self::builtin()?;
+        let default_dir = Path::new("models");
+        let dir = match dir {
+            Some(d) => {
+                if !d.is_dir() {
+                    return Err(ConfigError::new(format!("models folder {} does not exist", d.display()))
+                        .hint("pass a folder that holds llm/ and gpu/ subfolders of TOML files"));
+                }
+                d
+            }
+            None if default_dir.is_dir() => default_dir,
+            None => return Ok(c),
+        };
+        for kind in ["llm", "gpu"] {
+            let sub = dir.join(kind);
+            let Ok(rd) = std::fs::read_dir(&sub) else { continue };
+            let mut paths: Vec<PathBuf> = rd.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+            paths.retain(|p| p.extension().is_some_and(|e| e == "toml"));
+            paths.sort();
+            for p in paths {
+                let text = std::fs::read_to_string(&p)
+                    .map_err(|e| ConfigError::new(format!("cannot read {}: {e}", p.display())).file(&p))?;
+                let stem = p.file_stem().unwrap_or_default().to_string_lossy().to_string();
+                c.insert(kind, &stem, &text, &p, Origin::File(p.clone()))?;
+            }
+        }
+        Ok(c)
+    }
+
+    fn insert(&mut self, kind: &str, stem: &str, text: &str, file: &Path, origin: Origin) -> Result<(), ConfigError> {
+        let key = stem.to_ascii_lowercase();
+        match kind {
+            "llm" => {
+                let spec: LlmSpec = parse_spec(text, file)?;
+                spec.validate().map_err(|m| ConfigError::new(m).file(file))?;
+                self.models.insert(key.clone(), Entry { key, spec, origin });
+            }
+            _ => {
+                let spec: GpuSpec = parse_spec(text, file)?;
+                spec.validate().map_err(|m| ConfigError::new(m).file(file))?;
+                self.gpus.insert(key.clone(), Entry { key, spec, origin });
+            }
+        }
+        Ok(())
+    }
+
+    /// Looks up an LLM by file stem or display name.
+    pub fn model(&self, name: &str) -> Option<&Entry<LlmSpec>> {
+        lookup(&self.models, name, |s| &s.name)
+    }
+
+    /// Looks up a GPU by file stem or display name.
+    pub fn gpu(&self, name: &str) -> Option<&Entry<GpuSpec>> {
+        lookup(&self.gpus, name, |s| &s.name)
+    }
+}
+
+fn lookup<'a, T>(map: &'a BTreeMap<String, Entry<T>>, name: &str, display: impl Fn(&T) -> &String) -> Option<&'a Entry<T>> {
+    let k = name.to_ascii_lowercase();
+    map.get(&k)
+        .or_else(|| map.values().find(|e| display(&e.spec).eq_ignore_ascii_case(name)))
+}
+
+/// Parses a TOML text into `T`, turning errors into a located [`ConfigError`].
+pub fn parse_spec<T: DeserializeOwned>(text: &str, file: &Path) -> Result<T, ConfigError> {
+    toml::from_str(text).map_err(|e| ConfigError::from_toml(&e, text, file))
+}

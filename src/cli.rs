@@ -1,0 +1,211 @@
+//! The command-line interface. All argument parsing lives here; commands call
+//! the library and the exporters.
+
+use crate::config::{LoadedScenario, load_scenario};
+use crate::error::{ConfigError, Error, Result};
+use crate::report::{self, format_check, format_summary, prepare_out_dir, write_atomic, write_json};
+use crate::{Catalog, Setup, resolve, run_setup};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::{Path, PathBuf};
+
+/// servesim: a discrete-event capacity simulator for LLM inference serving.
+#[derive(Debug, Parser)]
+#[command(name = "servesim", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Simulate a scenario and write summary.json, requests.csv and manifest.json.
+    Run(RunArgs),
+    /// Validate a scenario; print the resolved configuration and memory plan.
+    Check(ScenarioArgs),
+    /// Print the catalogue of models or GPUs.
+    List(ListArgs),
+    /// Measure simulator speed and memory (see README, "Speed").
+    Bench(crate::bench::BenchArgs),
+}
+
+#[derive(Debug, Args)]
+struct ScenarioArgs {
+    /// Scenario TOML file.
+    scenario: PathBuf,
+    /// Override a scenario key, e.g. --set workload.rate=12 (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Folder with llm/ and gpu/ TOML files read on top of the built-in catalogue
+    /// (default: ./models if it exists).
+    #[arg(long, value_name = "DIR")]
+    models: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    #[command(flatten)]
+    s: ScenarioArgs,
+    /// Output folder (default: output/<scenario name>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Seed (overrides the scenario's).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Replace results already in the output folder.
+    #[arg(long)]
+    force: bool,
+    /// Do not print the summary table.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ListWhat {
+    Models,
+    Gpus,
+}
+
+#[derive(Debug, Args)]
+struct ListArgs {
+    /// What to list.
+    what: ListWhat,
+    /// Extra catalogue folder (as for `run`).
+    #[arg(long, value_name = "DIR")]
+    models: Option<PathBuf>,
+}
+
+/// Entry point: parses arguments, runs the command, returns the exit code
+/// (0 success, 1 runtime failure, 2 usage or configuration error).
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return e.exit_code();
+        }
+    };
+    let code = match dispatch(cli) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e}");
+            e.exit_code()
+        }
+    };
+    if std::env::var_os("SERVESIM_PRINT_PEAK_RSS").is_some() {
+        eprintln!("peak RSS {:.0} MiB", crate::bench::peak_rss_mib());
+    }
+    code
+}
+
+fn dispatch(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Run(a) => cmd_run(a),
+        Command::Check(a) => {
+            let (_, setup) = load(&a, None)?;
+            print!("{}", format_check(&setup));
+            Ok(())
+        }
+        Command::List(a) => {
+            let catalog = Catalog::with_dir(a.models.as_deref())?;
+            print!("{}", list(&catalog, a.what));
+            Ok(())
+        }
+        Command::Bench(a) => crate::bench::main(a),
+    }
+}
+
+/// Loads, overrides, validates and resolves a scenario.
+fn load(a: &ScenarioArgs, seed: Option<u64>) -> Result<(LoadedScenario, Setup)> {
+    let catalog = Catalog::with_dir(a.models.as_deref())?;
+    let mut loaded = load_scenario(&a.scenario, &a.set)?;
+    if let Some(seed) = seed {
+        loaded.scenario.seed = seed;
+    }
+    let setup = resolve(&loaded.scenario, &catalog).map_err(|e| loaded.locate(e))?;
+    Ok((loaded, setup))
+}
+
+fn cmd_run(a: RunArgs) -> Result<()> {
+    let (loaded, setup) = load(&a.s, a.seed)?;
+    let dir = a.out.clone().unwrap_or_else(|| Path::new("output").join(&setup.scenario.name));
+    let dir = prepare_out_dir(&dir, a.force)?;
+    let seed = setup.scenario.seed;
+    let rep = run_setup(&setup, seed);
+    write_run(&dir, &loaded, &rep)?;
+    if !a.quiet {
+        print!("{}", format_summary(&rep.summary));
+        println!("results: {}", dir.display());
+    }
+    Ok(())
+}
+
+/// Writes the three run files into `dir`.
+pub fn write_run(dir: &Path, loaded: &LoadedScenario, rep: &crate::Report) -> Result<()> {
+    let slo = rep.setup.scenario.slo.clone();
+    let warmup = rep.setup.scenario.warmup_s;
+    let records = &rep.output.records;
+    let (csv, json) = rayon::join(
+        || {
+            write_atomic(&dir.join("requests.csv"), |w| {
+                report::write_requests_csv(w, records, warmup, |r| {
+                    slo.as_ref()
+                        .filter(|_| r.status == crate::metrics::Status::Completed)
+                        .map(|s| crate::metrics::slo_checks(s, r).iter().all(|&x| x))
+                })
+            })
+        },
+        || write_json(&dir.join("summary.json"), &rep.summary),
+    );
+    csv?;
+    json?;
+    let m = report::manifest(
+        &rep.setup,
+        rep.seed,
+        &loaded.path.display().to_string(),
+        &loaded.sha256,
+        &loaded.overrides,
+        std::env::args().collect(),
+    );
+    write_json(&dir.join("manifest.json"), &m)
+}
+
+fn list(c: &Catalog, what: ListWhat) -> String {
+    let mut o = String::new();
+    match what {
+        ListWhat::Models => {
+            o += &format!("{:<16} {:<20} {:>8} {:>7} {:>6} {:>8} {:>8} {:>9}  source\n", "name", "model", "params", "layers", "kv_h", "hidden", "context", "experts");
+            for e in c.models.values() {
+                let s = &e.spec;
+                o += &format!(
+                    "{:<16} {:<20} {:>7.1}B {:>7} {:>6} {:>8} {:>8} {:>9}  {}\n",
+                    e.key,
+                    s.name,
+                    s.total_params() / 1e9,
+                    s.num_layers,
+                    s.num_kv_heads,
+                    s.hidden_size,
+                    s.max_context,
+                    if s.is_moe() { format!("{}/{}", s.experts_per_token, s.num_experts) } else { "-".into() },
+                    e.origin
+                );
+            }
+        }
+        ListWhat::Gpus => {
+            o += &format!("{:<16} {:<12} {:>7} {:>8} {:>8} {:>8} {:>9} {:>7}  source\n", "name", "gpu", "mem_GB", "HBM_GB/s", "bf16_TF", "fp8_TF", "link_GB/s", "$/hour");
+            for e in c.gpus.values() {
+                let s = &e.spec;
+                o += &format!(
+                    "{:<16} {:<12} {:>7} {:>8} {:>8} {:>8} {:>9} {:>7.2}  {}\n",
+                    e.key, s.name, s.memory_gb, s.memory_bandwidth_gbps, s.bf16_tflops, s.fp8_tflops, s.interconnect_gbps, s.price_per_hour, e.origin
+                );
+            }
+        }
+    }
+    o
+}
+
+impl From<clap::Error> for Error {
+    fn from(e: clap::Error) -> Self {
+        Error::Config(ConfigError::new(e.to_string()))
+    }
+}

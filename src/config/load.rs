@@ -1,0 +1,142 @@
+//! Reading a scenario file, applying `--set` overrides, locating errors.
+
+use super::Scenario;
+use crate::error::ConfigError;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// A scenario as read from disk, with what is needed to reproduce it.
+#[derive(Debug, Clone)]
+pub struct LoadedScenario {
+    /// The parsed, validated scenario with defaults filled in.
+    pub scenario: Scenario,
+    /// The file it was read from.
+    pub path: PathBuf,
+    /// The file's text.
+    pub text: String,
+    /// SHA-256 of the file's bytes, hex.
+    pub sha256: String,
+    /// The `--set key=value` overrides applied, in order.
+    pub overrides: Vec<String>,
+}
+
+/// Reads, overrides and validates a scenario file.
+pub fn load_scenario(path: &Path, sets: &[String]) -> Result<LoadedScenario, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ConfigError::new(format!("cannot read scenario: {e}"))
+            .file(path)
+            .hint("pass the path of a scenario TOML file, e.g. scenarios/quickstart.toml")
+    })?;
+    load_scenario_str(&text, path, sets)
+}
+
+/// Like [`load_scenario`] for a text already in memory; `path` names it in
+/// messages and gives the default scenario name.
+pub fn load_scenario_str(text: &str, path: &Path, sets: &[String]) -> Result<LoadedScenario, ConfigError> {
+    let mut table: toml::Table = toml::from_str(text).map_err(|e| ConfigError::from_toml(&e, text, path))?;
+    for s in sets {
+        apply_set(&mut table, s)?;
+    }
+    let mut scenario = match Scenario::deserialize(table) {
+        Ok(s) => s,
+        Err(e) => {
+            // Re-parse the file alone to locate the error in it; if the file
+            // alone is fine, the error came from an override.
+            return Err(match toml::from_str::<Scenario>(text) {
+                Err(fe) => ConfigError::from_toml(&fe, text, path),
+                Ok(_) => {
+                    let mut err = ConfigError::from_toml(&e, "", path);
+                    err.line = None;
+                    err.column = None;
+                    err.message = format!("in --set {}: {}", sets.join(" --set "), err.message);
+                    err
+                }
+            });
+        }
+    };
+    if scenario.name.is_empty() {
+        scenario.name = path.file_stem().map_or("scenario".into(), |s| s.to_string_lossy().to_string());
+    }
+    if let Err((key, message, hint)) = scenario.validate() {
+        let mut err = ConfigError::new(message).file(path).key(key.clone()).hint(hint);
+        if let Some(set) = sets.iter().rev().find(|s| s.split('=').next().is_some_and(|k| k.trim() == key)) {
+            err.message = format!("{} (from --set {set})", err.message);
+        } else if let Some(off) = locate_key(text, &key) {
+            err = err.at_offset(text, off);
+        }
+        return Err(err);
+    }
+    let sha256 = Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    Ok(LoadedScenario { scenario, path: path.to_path_buf(), text: text.to_string(), sha256, overrides: sets.to_vec() })
+}
+
+/// Applies one `key.path=value` override to a TOML table. The value is read
+/// as a TOML value (`3`, `0.5`, `true`, `"x"`, `{ dist = "fixed", value = 8 }`)
+/// and, failing that, as a bare string.
+pub fn apply_set(table: &mut toml::Table, set: &str) -> Result<(), ConfigError> {
+    let Some((key, raw)) = set.split_once('=') else {
+        return Err(ConfigError::new(format!("--set {set}: expected key.path=value"))
+            .hint("for example --set workload.rate=12 or --set engine.chunked_prefill=false"));
+    };
+    let key = key.trim();
+    let raw = raw.trim();
+    let parts: Vec<&str> = key.split('.').collect();
+    if parts.iter().any(|p| p.is_empty()) {
+        return Err(ConfigError::new(format!("--set {set}: empty segment in key path `{key}`"))
+            .hint("write dotted keys like engine.max_num_seqs"));
+    }
+    let value = match toml::from_str::<toml::Table>(&format!("v = {raw}")) {
+        Ok(mut t) => t.remove("v").unwrap_or(toml::Value::String(raw.to_string())),
+        Err(_) => toml::Value::String(raw.to_string()),
+    };
+    let mut cur = table;
+    for p in &parts[..parts.len() - 1] {
+        let entry = cur.entry(p.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        cur = match entry {
+            toml::Value::Table(t) => t,
+            _ => {
+                return Err(ConfigError::new(format!("--set {set}: `{p}` is not a table"))
+                    .hint(format!("`{p}` holds a value; set `{p}` itself, not a key below it")));
+            }
+        };
+    }
+    cur.insert(parts[parts.len() - 1].to_string(), value);
+    Ok(())
+}
+
+/// Byte offset of the value of a dotted key in a TOML text, or of the nearest
+/// table that exists on the path.
+pub fn locate_key(text: &str, key: &str) -> Option<usize> {
+    let root = toml::de::DeTable::parse(text).ok()?;
+    let mut table = root.get_ref();
+    let mut best = None;
+    for part in key.split('.') {
+        let (k, v) = table.iter().find(|(k, _)| k.get_ref().as_ref() == part)?;
+        best = Some(v.span().start.max(k.span().start));
+        match v.get_ref() {
+            toml::de::DeValue::Table(t) => table = t,
+            _ => break,
+        }
+    }
+    best
+}
+
+impl LoadedScenario {
+    /// Places an error about a key of this scenario at its file and line
+    /// (or names the `--set` override it came from).
+    pub fn locate(&self, mut err: ConfigError) -> ConfigError {
+        if err.file.is_some() {
+            return err;
+        }
+        err.file = Some(self.path.clone());
+        if let Some(key) = err.key.clone() {
+            if let Some(set) = self.overrides.iter().rev().find(|s| s.split('=').next().is_some_and(|k| k.trim() == key)) {
+                err.message = format!("{} (from --set {set})", err.message);
+            } else if let Some(off) = locate_key(&self.text, &key) {
+                err = err.at_offset(&self.text, off);
+            }
+        }
+        err
+    }
+}

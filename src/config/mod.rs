@@ -1,0 +1,341 @@
+//! The scenario: a plain, typed description of one simulation, read from TOML.
+//!
+//! Every key is documented in `docs/scenario.md`. Defaults are filled in by
+//! serde, so a resolved [`Scenario`] serialises back to the complete
+//! configuration (this is what `manifest.json` and `servesim check` show).
+
+mod load;
+mod validate;
+
+pub use load::{LoadedScenario, apply_set, load_scenario, load_scenario_str};
+
+use crate::catalog::{GpuSpec, LlmSpec};
+use serde::{Deserialize, Serialize};
+
+/// One simulation scenario.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Scenario name; results go to `output/<name>/`. Defaults to the file stem.
+    #[serde(default)]
+    pub name: String,
+    /// Free text shown in reports.
+    #[serde(default)]
+    pub description: String,
+    /// Seed of every random stream in the run.
+    #[serde(default)]
+    pub seed: u64,
+    /// Number of requests to generate (exclusive with `duration_s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_requests: Option<u64>,
+    /// Generate arrivals during this many seconds (exclusive with `num_requests`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_s: Option<f64>,
+    /// Requests arriving before this time are simulated but left out of the metrics.
+    #[serde(default)]
+    pub warmup_s: f64,
+    /// The LLM and its numeric formats.
+    pub model: ModelConfig,
+    /// GPUs, parallelism, replicas and routing.
+    #[serde(default)]
+    pub hardware: HardwareConfig,
+    /// Engine (scheduler) knobs, named as vLLM names them.
+    #[serde(default)]
+    pub engine: EngineConfig,
+    /// Step-time model.
+    #[serde(default)]
+    pub cost: CostConfig,
+    /// Traffic.
+    pub workload: WorkloadConfig,
+    /// Service-level objectives; enable goodput and SLO attainment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<SloConfig>,
+}
+
+/// Weight format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Dtype {
+    /// 16-bit brain float weights and activations.
+    #[default]
+    Bf16,
+    /// 8-bit float weights and activations (W8A8): FP8 tensor-core rate.
+    Fp8,
+    /// 4-bit integer weights, 16-bit activations (W4A16): BF16 tensor-core rate.
+    Int4,
+}
+
+impl Dtype {
+    /// Bytes per weight.
+    pub fn bytes(self) -> f64 {
+        match self {
+            Dtype::Bf16 => 2.0,
+            Dtype::Fp8 => 1.0,
+            Dtype::Int4 => 0.5,
+        }
+    }
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dtype::Bf16 => "bf16",
+            Dtype::Fp8 => "fp8",
+            Dtype::Int4 => "int4",
+        }
+    }
+}
+
+/// KV-cache element format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum KvDtype {
+    /// 16-bit KV cache (vLLM's `auto` for BF16 models).
+    #[default]
+    Bf16,
+    /// 8-bit KV cache.
+    Fp8,
+}
+
+impl KvDtype {
+    /// Bytes per cached element.
+    pub fn bytes(self) -> f64 {
+        match self {
+            KvDtype::Bf16 => 2.0,
+            KvDtype::Fp8 => 1.0,
+        }
+    }
+}
+
+/// `[model]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// A file stem in `models/llm/` (e.g. `llama-3.1-8b`), or a label when `spec` is given.
+    pub name: String,
+    /// Weight format.
+    #[serde(default)]
+    pub dtype: Dtype,
+    /// KV-cache format.
+    #[serde(default)]
+    pub kv_dtype: KvDtype,
+    /// An inline architecture instead of a catalogue file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<LlmSpec>,
+}
+
+/// Request router in front of the replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum RouterKind {
+    /// Replicas in turn.
+    #[default]
+    RoundRobin,
+    /// The replica with the fewest requests admitted and not yet finished (ties: lowest index).
+    LeastOutstanding,
+}
+
+/// `[hardware]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HardwareConfig {
+    /// A file stem in `models/gpu/` (e.g. `h100-sxm`), or a label when `gpu_spec` is given.
+    pub gpu: String,
+    /// An inline GPU profile instead of a catalogue file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_spec: Option<GpuSpec>,
+    /// Tensor-parallel degree: GPUs per replica.
+    pub tp: u32,
+    /// Identical engine replicas behind the router.
+    pub replicas: u32,
+    /// Routing policy.
+    pub router: RouterKind,
+    /// Overrides the GPU profile's hourly price (USD per GPU-hour).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_per_gpu_hour: Option<f64>,
+}
+
+impl Default for HardwareConfig {
+    fn default() -> Self {
+        HardwareConfig {
+            gpu: "h100-sxm".into(),
+            gpu_spec: None,
+            tp: 1,
+            replicas: 1,
+            router: RouterKind::default(),
+            price_per_gpu_hour: None,
+        }
+    }
+}
+
+/// `[engine]`: vLLM-style continuous batching.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EngineConfig {
+    /// Maximum sequences in a batch (running requests per replica).
+    pub max_num_seqs: u32,
+    /// Token budget of one engine step (prefill chunk tokens + one per decode).
+    pub max_num_batched_tokens: u32,
+    /// Split prefills into chunks that fill the token budget next to decodes.
+    pub chunked_prefill: bool,
+    /// Tokens per KV-cache block.
+    pub block_size: u32,
+    /// Fraction of GPU memory the engine may use (weights + activations + KV).
+    pub gpu_memory_utilization: f64,
+    /// Maximum context (prompt + output) accepted; defaults to the model's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_model_len: Option<u32>,
+    /// Fixes the number of KV blocks per replica instead of deriving it from memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub num_gpu_blocks: Option<u64>,
+    /// Memory held back per GPU for the CUDA context, graphs and fragmentation, GiB.
+    pub memory_reserve_gb: f64,
+    /// Fixed preprocessing (HTTP + tokenisation) delay before admission, ms.
+    pub preprocess_ms: f64,
+    /// Preprocessing delay per prompt token, microseconds.
+    pub preprocess_us_per_token: f64,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            max_num_seqs: 256,
+            max_num_batched_tokens: 8192,
+            chunked_prefill: true,
+            block_size: 16,
+            gpu_memory_utilization: 0.9,
+            max_model_len: None,
+            num_gpu_blocks: None,
+            memory_reserve_gb: 1.0,
+            preprocess_ms: 0.0,
+            preprocess_us_per_token: 0.0,
+        }
+    }
+}
+
+/// Which step-time model to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CostModelKind {
+    /// Per-operator roofline from the model architecture and GPU profile.
+    #[default]
+    Roofline,
+    /// Every step takes `step_time_ms` (a teaching and testing model: M/D/1).
+    Constant,
+    /// Every step takes an exponentially distributed time with mean `step_time_ms` (M/M/1).
+    Exponential,
+}
+
+/// `[cost]`: step-time model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CostConfig {
+    /// Model kind.
+    pub model: CostModelKind,
+    /// Fixed time added to every engine step (scheduling, kernel launches), ms.
+    pub step_overhead_ms: f64,
+    /// Time added to a step for each request scheduled for the first time in it, ms.
+    pub per_request_overhead_ms: f64,
+    /// Overrides the GPU profile's compute efficiency.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compute_efficiency: Option<f64>,
+    /// Overrides the GPU profile's memory-bandwidth efficiency.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_efficiency: Option<f64>,
+    /// Overrides the GPU profile's interconnect efficiency.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interconnect_efficiency: Option<f64>,
+    /// Step time of the `constant` and `exponential` models, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step_time_ms: Option<f64>,
+}
+
+impl Default for CostConfig {
+    fn default() -> Self {
+        CostConfig {
+            model: CostModelKind::Roofline,
+            step_overhead_ms: 0.5,
+            per_request_overhead_ms: 0.0,
+            compute_efficiency: None,
+            memory_efficiency: None,
+            interconnect_efficiency: None,
+            step_time_ms: None,
+        }
+    }
+}
+
+/// Arrival process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ArrivalKind {
+    /// Exponential inter-arrival gaps at `rate`.
+    #[default]
+    Poisson,
+    /// Gamma-distributed gaps at `rate` with coefficient of variation `cv`
+    /// (or vLLM's `burstiness` = shape = 1/cv²).
+    Gamma,
+    /// All requests arrive at t = 0 (offline batch).
+    Offline,
+}
+
+/// A length distribution in tokens.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "dist", rename_all = "lowercase", deny_unknown_fields)]
+pub enum LengthDist {
+    /// Always `value`.
+    Fixed {
+        /// Tokens.
+        value: u32,
+    },
+    /// Uniform integer in [`min`, `max`].
+    Uniform {
+        /// Smallest value.
+        min: u32,
+        /// Largest value.
+        max: u32,
+    },
+    /// Lognormal with the given mean and coefficient of variation, rounded to
+    /// an integer and at least 1.
+    Lognormal {
+        /// Mean tokens.
+        mean: f64,
+        /// Standard deviation / mean.
+        cv: f64,
+    },
+}
+
+/// `[workload]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadConfig {
+    /// Arrival process.
+    #[serde(default)]
+    pub arrival: ArrivalKind,
+    /// Mean arrival rate, requests per second (not used by `offline`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    /// Gamma: coefficient of variation of the inter-arrival gaps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cv: Option<f64>,
+    /// Gamma: shape parameter as in `vllm bench serve --burstiness` (cv = 1/sqrt(burstiness)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burstiness: Option<f64>,
+    /// Prompt length distribution.
+    pub prompt_tokens: LengthDist,
+    /// Output length distribution.
+    pub output_tokens: LengthDist,
+}
+
+/// `[slo]`: per-request objectives (vLLM `--goodput` semantics: a request is
+/// good when it meets every objective that is set).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct SloConfig {
+    /// Time to first token, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<f64>,
+    /// Time per output token, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_ms: Option<f64>,
+    /// End-to-end latency, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2e_ms: Option<f64>,
+}

@@ -1,0 +1,63 @@
+//! Execution-time prediction for one engine step.
+//!
+//! The engine describes a step by a handful of running aggregates
+//! ([`StepBatch`]); a [`StepCostModel`] turns them into a duration. Building
+//! the aggregates is O(batch) at most (and O(1) for steady decode batches);
+//! evaluating them is O(1): the cost never loops over layers or tokens.
+
+mod roofline;
+mod synthetic;
+
+pub use roofline::Roofline;
+pub use synthetic::{ConstantStep, ExponentialStep};
+
+/// What one engine step computes, summed over the sequences in it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StepBatch {
+    /// Prompt tokens processed (sum of prefill chunk lengths).
+    pub prefill_tokens: u64,
+    /// Sequences with a prefill chunk in this step.
+    pub prefill_seqs: u32,
+    /// Causal attention query-key pairs of the prefill chunks:
+    /// sum over chunks of `c·p + c(c+1)/2` (chunk length c, cached context p).
+    pub prefill_attn_pairs: f64,
+    /// Cached context tokens read by the prefill chunks (sum of p).
+    pub prefill_ctx_tokens: f64,
+    /// Sequences decoding one token each.
+    pub decode_seqs: u32,
+    /// KV tokens read by decode attention (sum of context lengths).
+    pub decode_ctx_tokens: f64,
+    /// Sequences that sample a token at the end of the step (LM-head rows).
+    pub logits: u32,
+    /// Requests scheduled for the first time in this step.
+    pub new_requests: u32,
+}
+
+impl StepBatch {
+    /// Tokens through the model in this step.
+    pub fn tokens(&self) -> u64 {
+        self.prefill_tokens + self.decode_seqs as u64
+    }
+}
+
+/// The predicted cost of one step.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StepCost {
+    /// Wall time of the step, seconds.
+    pub time: f64,
+    /// Floating-point operations per GPU.
+    pub flops: f64,
+    /// Bytes moved to or from GPU memory, per GPU.
+    pub bytes: f64,
+}
+
+/// A step-time predictor. Implementations must be deterministic given their
+/// own state (random ones carry a seeded generator).
+pub trait StepCostModel {
+    /// Predicts one step.
+    fn step(&mut self, batch: &StepBatch) -> StepCost;
+    /// Peak FLOP/s of one GPU at the model's numeric format (for MFU).
+    fn peak_flops(&self) -> f64;
+    /// Peak memory bandwidth of one GPU, bytes/s (for MBU).
+    fn peak_bandwidth(&self) -> f64;
+}

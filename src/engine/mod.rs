@@ -1,0 +1,647 @@
+//! One engine replica: vLLM-style continuous batching with a paged KV cache.
+//!
+//! # Scheduling (one call of [`Replica::plan_step`])
+//! With `chunked_prefill` (vLLM v1 / Sarathi-Serve):
+//! 1. every decoding sequence gets one token of the step's token budget and,
+//!    when its KV length sits on a block boundary, a new block; if blocks run
+//!    out, the most recently admitted running sequence is preempted
+//!    (recompute: its blocks are freed and it returns to the head of the
+//!    waiting queue) until the rest fit;
+//! 2. partially prefilled sequences, in admission order, get the next chunk
+//!    of their prompt that fits the remaining budget and free blocks;
+//! 3. if nothing was preempted, waiting requests are admitted first come
+//!    first served while `max_num_seqs`, the budget and free blocks allow
+//!    (the head of the queue blocks the rest: no skipping).
+//!
+//! Without chunked prefill (vLLM v0), a step is prefill-only when the head of
+//! the waiting queue can be admitted with its whole prompt (prefills first),
+//! and decode-only otherwise.
+//!
+//! # Cost per step
+//! Decoding sequences are not visited on every step. They advance together,
+//! so the replica keeps aggregates (count, summed context) and a decode-step
+//! counter `d`; a sequence is touched only when it is admitted, finishes a
+//! prefill chunk, is preempted or completes. Block-boundary crossings are
+//! counted per phase `(d0 − kv0) mod block_size`, so the blocks a decode step
+//! needs are one array read. Completions sit in a min-heap keyed by the
+//! decode step at which they finish.
+
+mod kv;
+
+pub use kv::blocks_for;
+
+use crate::cost::{StepBatch, StepCost, StepCostModel};
+use crate::metrics::{LogHistogram, RequestRecord, Status};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+const NIL: u32 = u32::MAX;
+
+/// Engine limits of one replica.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EngineParams {
+    /// Maximum running sequences.
+    pub max_num_seqs: u32,
+    /// Token budget per step.
+    pub max_num_batched_tokens: u32,
+    /// Chunked prefill on/off.
+    pub chunked_prefill: bool,
+    /// Tokens per KV block.
+    pub block_size: u32,
+    /// KV blocks in the replica.
+    pub num_blocks: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Free,
+    Prefill,
+    Decode,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Seq {
+    req: u32,
+    output: u32,
+    generated: u32,
+    /// Tokens to prefill (prompt + tokens generated before a preemption).
+    target: u32,
+    /// Tokens of `target` already in the KV cache.
+    computed: u32,
+    /// Blocks held while prefilling.
+    blocks: u32,
+    /// Decode step at which it joined the decode group, and its KV length then.
+    d0: u64,
+    kv0: u32,
+    version: u32,
+    prev: u32,
+    next: u32,
+    phase: Phase,
+    measured: bool,
+    last_token: f64,
+}
+
+/// Time-integrated statistics of one replica over the measurement window.
+#[derive(Debug, Clone, Default)]
+pub struct ReplicaStats {
+    /// Engine steps executed (whole run).
+    pub steps: u64,
+    /// Busy time inside the window, s.
+    pub busy: f64,
+    /// FLOPs per GPU inside the window.
+    pub flops: f64,
+    /// Bytes per GPU inside the window.
+    pub bytes: f64,
+    /// ∫ sequences-in-step dt over busy time.
+    pub batch_area: f64,
+    /// ∫ tokens-in-step dt over busy time.
+    pub token_area: f64,
+    /// ∫ KV blocks in use dt.
+    pub kv_area: f64,
+    /// Most KV blocks ever in use.
+    pub peak_kv_blocks: u64,
+    /// ∫ waiting requests dt.
+    pub waiting_area: f64,
+    /// ∫ running requests dt.
+    pub running_area: f64,
+    /// Preemptions (whole run).
+    pub preemptions: u64,
+    /// Prompt tokens recomputed after preemptions (whole run).
+    pub recomputed_tokens: u64,
+    /// Requests routed here.
+    pub routed: u64,
+}
+
+/// One engine replica.
+pub struct Replica<C> {
+    /// Index in the cluster.
+    pub id: u32,
+    cost: C,
+    p: EngineParams,
+    free_blocks: u64,
+    waiting: VecDeque<u32>,
+    slots: Vec<Seq>,
+    free_slots: Vec<u32>,
+    head: u32,
+    tail: u32,
+    n_running: u32,
+    prefilling: Vec<u32>,
+    d: u64,
+    n_dec: u32,
+    n_dec_measured: u32,
+    dec_ctx: u64,
+    phase_count: Vec<u32>,
+    finish: BinaryHeap<Reverse<(u64, u32, u32)>>,
+    joiners: Vec<u32>,
+    last_decode_end: f64,
+    // The step in flight.
+    busy: bool,
+    step_start: f64,
+    step_decodes: bool,
+    chunks: Vec<(u32, u32)>,
+    step_batch: StepBatch,
+    step_cost: StepCost,
+    // Integrals.
+    window_start: f64,
+    t_touch: f64,
+    /// Statistics.
+    pub stats: ReplicaStats,
+}
+
+/// Shared per-run sinks the replicas write into.
+pub struct Sinks<'a> {
+    /// Every request's record, indexed by request id.
+    pub records: &'a mut [RequestRecord],
+    /// Pooled inter-token latencies of measured requests.
+    pub itl: &'a mut LogHistogram,
+    /// Requests arriving at or after this time are measured.
+    pub warmup: f64,
+    /// Requests completed so far (whole run).
+    pub completed: &'a mut u64,
+}
+
+impl<C: StepCostModel> Replica<C> {
+    /// A new idle replica.
+    pub fn new(id: u32, p: EngineParams, cost: C, window_start: f64) -> Self {
+        Replica {
+            id,
+            cost,
+            p,
+            free_blocks: p.num_blocks,
+            waiting: VecDeque::new(),
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            head: NIL,
+            tail: NIL,
+            n_running: 0,
+            prefilling: Vec::new(),
+            d: 0,
+            n_dec: 0,
+            n_dec_measured: 0,
+            dec_ctx: 0,
+            phase_count: vec![0; p.block_size as usize],
+            finish: BinaryHeap::new(),
+            joiners: Vec::new(),
+            last_decode_end: 0.0,
+            busy: false,
+            step_start: 0.0,
+            step_decodes: false,
+            chunks: Vec::new(),
+            step_batch: StepBatch::default(),
+            step_cost: StepCost::default(),
+            window_start,
+            t_touch: 0.0,
+            stats: ReplicaStats::default(),
+        }
+    }
+
+    /// The step-time model.
+    pub fn cost_model(&self) -> &C {
+        &self.cost
+    }
+    /// Whether a step is in flight.
+    pub fn is_busy(&self) -> bool {
+        self.busy
+    }
+    /// Requests admitted here and not finished (waiting + running).
+    pub fn outstanding(&self) -> u32 {
+        self.waiting.len() as u32 + self.n_running
+    }
+    /// Requests in the waiting queue.
+    pub fn num_waiting(&self) -> usize {
+        self.waiting.len()
+    }
+    /// Running sequences.
+    pub fn num_running(&self) -> u32 {
+        self.n_running
+    }
+    /// KV blocks in use.
+    pub fn used_blocks(&self) -> u64 {
+        self.p.num_blocks - self.free_blocks
+    }
+    /// The engine limits.
+    pub fn params(&self) -> &EngineParams {
+        &self.p
+    }
+
+    /// Integrates the waiting/running counts up to `now` (call before they change).
+    #[inline]
+    fn touch(&mut self, now: f64) {
+        let from = self.t_touch.max(self.window_start);
+        if now > from {
+            let dt = now - from;
+            self.stats.waiting_area += self.waiting.len() as f64 * dt;
+            self.stats.running_area += self.n_running as f64 * dt;
+        }
+        self.t_touch = now;
+    }
+
+    /// Puts an admitted request at the back of the waiting queue.
+    pub fn enqueue(&mut self, now: f64, req: u32) {
+        self.touch(now);
+        self.waiting.push_back(req);
+        self.stats.routed += 1;
+    }
+
+    fn alloc_slot(&mut self, s: Seq) -> u32 {
+        if let Some(i) = self.free_slots.pop() {
+            let version = self.slots[i as usize].version.wrapping_add(1);
+            self.slots[i as usize] = Seq { version, ..s };
+            i
+        } else {
+            self.slots.push(s);
+            (self.slots.len() - 1) as u32
+        }
+    }
+
+    fn link_tail(&mut self, i: u32) {
+        self.slots[i as usize].prev = self.tail;
+        self.slots[i as usize].next = NIL;
+        if self.tail != NIL {
+            self.slots[self.tail as usize].next = i;
+        } else {
+            self.head = i;
+        }
+        self.tail = i;
+        self.n_running += 1;
+    }
+
+    fn unlink(&mut self, i: u32) {
+        let Seq { prev, next, .. } = self.slots[i as usize];
+        if prev != NIL {
+            self.slots[prev as usize].next = next;
+        } else {
+            self.head = next;
+        }
+        if next != NIL {
+            self.slots[next as usize].prev = prev;
+        } else {
+            self.tail = prev;
+        }
+        self.n_running -= 1;
+    }
+
+    fn release(&mut self, i: u32) {
+        let s = &mut self.slots[i as usize];
+        s.phase = Phase::Free;
+        s.version = s.version.wrapping_add(1);
+        self.free_slots.push(i);
+    }
+
+    /// KV length of a decoding sequence now.
+    #[inline]
+    fn kv_len(&self, s: &Seq) -> u64 {
+        s.kv0 as u64 + (self.d - s.d0)
+    }
+
+    #[inline]
+    fn phase_of(&self, d0: u64, kv0: u32) -> usize {
+        let bs = self.p.block_size as u64;
+        ((d0 % bs + bs - kv0 as u64 % bs) % bs) as usize
+    }
+
+    /// Removes a decoding sequence from the decode group, returning its KV blocks.
+    fn leave_decode(&mut self, i: u32) -> u64 {
+        let s = self.slots[i as usize];
+        let kv = self.kv_len(&s);
+        let ph = self.phase_of(s.d0, s.kv0);
+        self.phase_count[ph] -= 1;
+        self.n_dec -= 1;
+        if s.measured {
+            self.n_dec_measured -= 1;
+        }
+        self.dec_ctx -= kv;
+        if let Some(pos) = self.joiners.iter().position(|&j| j == i) {
+            self.joiners.swap_remove(pos);
+        }
+        blocks_for(kv, self.p.block_size)
+    }
+
+    /// Preempts running sequence `i` (recompute).
+    fn preempt(&mut self, now: f64, i: u32, sinks: &mut Sinks) {
+        self.touch(now);
+        let s = self.slots[i as usize];
+        let freed = match s.phase {
+            Phase::Decode => self.leave_decode(i),
+            Phase::Prefill => {
+                if let Some(pos) = self.prefilling.iter().position(|&j| j == i) {
+                    self.prefilling.remove(pos);
+                }
+                s.blocks as u64
+            }
+            Phase::Free => unreachable!("preempting a free slot"),
+        };
+        self.free_blocks += freed;
+        self.unlink(i);
+        self.release(i);
+        let r = &mut sinks.records[s.req as usize];
+        r.generated = s.generated;
+        r.preemptions += 1;
+        self.stats.preemptions += 1;
+        self.stats.recomputed_tokens += s.computed as u64;
+        self.waiting.push_front(s.req);
+    }
+
+    /// Makes room for this decode step's new blocks, preempting from the tail.
+    fn reserve_decode_blocks(&mut self, now: f64, sinks: &mut Sinks) -> bool {
+        let mut preempted = false;
+        while self.n_dec > 0 {
+            let need = self.phase_count[(self.d % self.p.block_size as u64) as usize] as u64;
+            if need <= self.free_blocks {
+                self.free_blocks -= need;
+                break;
+            }
+            let victim = self.tail;
+            self.preempt(now, victim, sinks);
+            preempted = true;
+        }
+        preempted
+    }
+
+    /// Admits the head of the waiting queue with a first chunk of `max_chunk`
+    /// tokens at most; returns false (and admits nothing) if it does not fit.
+    fn try_admit(&mut self, now: f64, max_chunk: u32, whole: bool, sinks: &mut Sinks) -> bool {
+        let Some(&req) = self.waiting.front() else { return false };
+        let r = &sinks.records[req as usize];
+        let target = r.prompt + r.generated;
+        let chunk = target.min(max_chunk);
+        if chunk == 0 || (whole && chunk < target) {
+            return false;
+        }
+        let need = blocks_for(chunk as u64, self.p.block_size);
+        if need > self.free_blocks {
+            return false;
+        }
+        self.touch(now);
+        self.waiting.pop_front();
+        self.free_blocks -= need;
+        let r = &mut sinks.records[req as usize];
+        if r.first_scheduled.is_nan() {
+            r.first_scheduled = now;
+        }
+        let seq = Seq {
+            req,
+            output: r.output,
+            generated: r.generated,
+            target,
+            computed: 0,
+            blocks: need as u32,
+            d0: 0,
+            kv0: 0,
+            version: 0,
+            prev: NIL,
+            next: NIL,
+            phase: Phase::Prefill,
+            measured: r.arrival >= sinks.warmup,
+            last_token: if r.last_token.is_nan() { r.first_token } else { r.last_token },
+        };
+        let i = self.alloc_slot(seq);
+        self.link_tail(i);
+        self.prefilling.push(i);
+        self.push_chunk(i, chunk);
+        self.step_batch.new_requests += 1;
+        true
+    }
+
+    fn push_chunk(&mut self, i: u32, c: u32) {
+        let s = &self.slots[i as usize];
+        let p = s.computed as f64;
+        let cf = c as f64;
+        let b = &mut self.step_batch;
+        b.prefill_tokens += c as u64;
+        b.prefill_seqs += 1;
+        b.prefill_attn_pairs += cf * p + cf * (cf + 1.0) / 2.0;
+        b.prefill_ctx_tokens += p;
+        if s.computed + c == s.target {
+            b.logits += 1;
+        }
+        self.chunks.push((i, c));
+    }
+
+    /// Forms the next step at time `now`; returns its end time, or `None`
+    /// (replica goes idle) when there is nothing to run.
+    pub fn plan_step(&mut self, now: f64, sinks: &mut Sinks) -> Option<f64> {
+        loop {
+            if self.n_running == 0 && self.waiting.is_empty() {
+                self.busy = false;
+                return None;
+            }
+            self.step_batch = StepBatch::default();
+            self.chunks.clear();
+            self.step_decodes = false;
+            if self.p.chunked_prefill {
+                let preempted = self.reserve_decode_blocks(now, sinks);
+                self.step_decodes = self.n_dec > 0;
+                let mut budget = self.p.max_num_batched_tokens.saturating_sub(self.n_dec);
+                let mut k = 0;
+                while k < self.prefilling.len() && budget > 0 {
+                    let i = self.prefilling[k];
+                    k += 1;
+                    let s = self.slots[i as usize];
+                    let mut c = (s.target - s.computed).min(budget);
+                    let bs = self.p.block_size as u64;
+                    let have = s.blocks as u64;
+                    let need = blocks_for((s.computed + c) as u64, self.p.block_size) - have;
+                    if need > self.free_blocks {
+                        c = ((have + self.free_blocks) * bs - s.computed as u64) as u32;
+                        if c == 0 {
+                            continue;
+                        }
+                    }
+                    let need = blocks_for((s.computed + c) as u64, self.p.block_size) - have;
+                    self.free_blocks -= need;
+                    self.slots[i as usize].blocks += need as u32;
+                    self.push_chunk(i, c);
+                    budget -= c;
+                }
+                if !preempted {
+                    while budget > 0 && self.n_running < self.p.max_num_seqs && self.try_admit(now, budget, false, sinks) {
+                        budget -= self.chunks.last().map_or(0, |c| c.1);
+                    }
+                }
+            } else {
+                let mut budget = self.p.max_num_batched_tokens;
+                let mut first = true;
+                while self.n_running < self.p.max_num_seqs {
+                    // A lone recompute longer than the budget may still run alone.
+                    let cap = if first { u32::MAX } else { budget };
+                    if !self.try_admit(now, cap, true, sinks) {
+                        break;
+                    }
+                    budget = budget.saturating_sub(self.chunks.last().map_or(0, |c| c.1));
+                    first = false;
+                }
+                if self.chunks.is_empty() {
+                    self.reserve_decode_blocks(now, sinks);
+                    self.step_decodes = self.n_dec > 0;
+                }
+            }
+            if self.step_decodes {
+                let b = &mut self.step_batch;
+                b.decode_seqs = self.n_dec;
+                b.decode_ctx_tokens = (self.dec_ctx + self.n_dec as u64) as f64;
+                b.logits += self.n_dec;
+            }
+            if self.chunks.is_empty() && !self.step_decodes {
+                // Blocks are exhausted by partial prefills: free the newest one.
+                if self.n_running == 0 {
+                    // Nothing runs and the head of the queue does not fit an
+                    // empty cache: cannot happen, requests that never fit are
+                    // rejected at arrival.
+                    unreachable!("waiting request can never be scheduled");
+                }
+                let victim = self.tail;
+                self.preempt(now, victim, sinks);
+                continue;
+            }
+            self.step_cost = self.cost.step(&self.step_batch);
+            self.busy = true;
+            self.step_start = now;
+            let end = now + self.step_cost.time;
+            return Some(end);
+        }
+    }
+
+    /// Completes the step in flight at `t_end` and plans the next one;
+    /// returns the next step's end time, if any.
+    pub fn finish_step(&mut self, t_end: f64, sinks: &mut Sinks) -> Option<f64> {
+        self.account_step(t_end);
+        if self.step_decodes {
+            let joiners_measured = self.joiners.iter().filter(|&&j| self.slots[j as usize].measured).count() as u32;
+            sinks.itl.add(t_end - self.last_decode_end, (self.n_dec_measured - joiners_measured) as u64);
+            for &j in &self.joiners {
+                let s = &self.slots[j as usize];
+                if s.measured {
+                    sinks.itl.add(t_end - s.last_token, 1);
+                }
+            }
+            self.joiners.clear();
+            self.last_decode_end = t_end;
+            let step = self.d;
+            self.d += 1;
+            self.dec_ctx += self.n_dec as u64;
+            while let Some(&Reverse((at, i, version))) = self.finish.peek() {
+                if at > step {
+                    break;
+                }
+                self.finish.pop();
+                let s = self.slots[i as usize];
+                if s.version == version && s.phase == Phase::Decode {
+                    let blocks = self.leave_decode(i);
+                    self.complete(t_end, i, blocks, s.output, sinks);
+                }
+            }
+        }
+        let chunks = std::mem::take(&mut self.chunks);
+        for &(i, c) in &chunks {
+            let s = &mut self.slots[i as usize];
+            s.computed += c;
+            if s.computed < s.target {
+                continue;
+            }
+            s.generated += 1;
+            let s = *s;
+            if let Some(pos) = self.prefilling.iter().position(|&j| j == i) {
+                self.prefilling.remove(pos);
+            }
+            let r = &mut sinks.records[s.req as usize];
+            if r.first_token.is_nan() {
+                r.first_token = t_end;
+            } else if s.measured {
+                // Token after a recompute: its gap includes the time spent preempted.
+                sinks.itl.add(t_end - s.last_token, 1);
+            }
+            if s.generated >= s.output {
+                self.complete(t_end, i, s.blocks as u64, s.generated, sinks);
+                continue;
+            }
+            let ph = self.phase_of(self.d, s.target);
+            self.phase_count[ph] += 1;
+            self.n_dec += 1;
+            if s.measured {
+                self.n_dec_measured += 1;
+            }
+            self.dec_ctx += s.target as u64;
+            let finish_at = self.d + (s.output - s.generated) as u64 - 1;
+            let sm = &mut self.slots[i as usize];
+            sm.phase = Phase::Decode;
+            sm.d0 = self.d;
+            sm.kv0 = s.target;
+            sm.last_token = t_end;
+            self.finish.push(Reverse((finish_at, i, sm.version)));
+            self.joiners.push(i);
+        }
+        self.chunks = chunks;
+        self.chunks.clear();
+        self.plan_step(t_end, sinks)
+    }
+
+    fn complete(&mut self, t: f64, i: u32, blocks: u64, generated: u32, sinks: &mut Sinks) {
+        self.touch(t);
+        self.free_blocks += blocks;
+        let req = self.slots[i as usize].req;
+        self.unlink(i);
+        self.release(i);
+        let r = &mut sinks.records[req as usize];
+        r.generated = generated;
+        r.last_token = t;
+        r.status = Status::Completed;
+        *sinks.completed += 1;
+    }
+
+    /// Adds the step just finished to the window integrals.
+    #[inline]
+    fn account_step(&mut self, t_end: f64) {
+        self.stats.steps += 1;
+        let dt = t_end - self.step_start.max(self.window_start);
+        if dt <= 0.0 {
+            return;
+        }
+        let frac = dt / self.step_cost.time.max(f64::MIN_POSITIVE);
+        let s = &mut self.stats;
+        s.busy += dt;
+        s.flops += self.step_cost.flops * frac;
+        s.bytes += self.step_cost.bytes * frac;
+        let b = &self.step_batch;
+        s.batch_area += (b.decode_seqs + b.prefill_seqs) as f64 * dt;
+        s.token_area += b.tokens() as f64 * dt;
+        let used = self.p.num_blocks - self.free_blocks;
+        s.kv_area += used as f64 * dt;
+        s.peak_kv_blocks = s.peak_kv_blocks.max(used);
+    }
+
+    /// Closes the time integrals at the end of the run.
+    pub fn close(&mut self, t_end: f64) {
+        self.touch(t_end);
+    }
+
+    /// Checks the replica's invariants (O(running)); for tests.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut blocks = 0u64;
+        let mut n = 0;
+        let mut i = self.head;
+        while i != NIL {
+            let s = &self.slots[i as usize];
+            blocks += match s.phase {
+                Phase::Decode => blocks_for(self.kv_len(s), self.p.block_size),
+                Phase::Prefill => s.blocks as u64,
+                Phase::Free => return Err("free slot in running list".into()),
+            };
+            n += 1;
+            i = s.next;
+        }
+        if n != self.n_running {
+            return Err(format!("running list has {n} entries, counter says {}", self.n_running));
+        }
+        let used = self.p.num_blocks - self.free_blocks;
+        // During a decode step the step's new blocks are already reserved.
+        let reserved = if self.busy && self.step_decodes { self.phase_count[((self.d) % self.p.block_size as u64) as usize] as u64 } else { 0 };
+        if used != blocks + reserved && used != blocks {
+            return Err(format!("{used} blocks in use but sequences hold {blocks} (+{reserved} reserved)"));
+        }
+        if used > self.p.num_blocks {
+            return Err("KV blocks in use exceed capacity".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,161 @@
+//! Errors. Configuration errors (exit code 2) name the file, line, key and the
+//! fix; everything else is a runtime error (exit code 1).
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// A problem with user input: a scenario, a `--set` override, a catalogue file
+/// or a command-line argument.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError {
+    /// What is wrong.
+    pub message: String,
+    /// The file it is in, if any.
+    pub file: Option<PathBuf>,
+    /// 1-based line in that file.
+    pub line: Option<usize>,
+    /// 1-based column in that file.
+    pub column: Option<usize>,
+    /// The dotted key path concerned, if known.
+    pub key: Option<String>,
+    /// How to fix it.
+    pub hint: Option<String>,
+}
+
+impl ConfigError {
+    /// A new error with just a message.
+    pub fn new(message: impl Into<String>) -> Self {
+        ConfigError { message: message.into(), file: None, line: None, column: None, key: None, hint: None }
+    }
+
+    /// Sets the file.
+    pub fn file(mut self, file: &Path) -> Self {
+        self.file = Some(file.to_path_buf());
+        self
+    }
+
+    /// Sets the key path.
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
+    /// Sets the hint (how to fix it).
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// Sets line and column from a byte offset into `text`.
+    pub fn at_offset(mut self, text: &str, offset: usize) -> Self {
+        let (line, column) = line_col(text, offset);
+        self.line = Some(line);
+        self.column = Some(column);
+        self
+    }
+
+    /// Converts a TOML parse/deserialise error, locating it in `text`.
+    pub fn from_toml(e: &toml::de::Error, text: &str, file: &Path) -> Self {
+        let msg = e.message().trim().to_string();
+        let mut err = ConfigError::new(msg.clone()).file(file);
+        if let Some(span) = e.span() {
+            err = err.at_offset(text, span.start);
+        }
+        if let Some(h) = unknown_field_hint(&msg) {
+            err = err.hint(h);
+        }
+        err
+    }
+}
+
+/// 1-based (line, column) of a byte offset.
+pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+/// For serde's "unknown field `x`, expected one of `a`, `b`" messages, suggests
+/// the closest valid key.
+fn unknown_field_hint(msg: &str) -> Option<String> {
+    let rest = msg.strip_prefix("unknown field `")?;
+    let (bad, rest) = rest.split_once('`')?;
+    let valid: Vec<&str> = rest.split('`').skip(1).step_by(2).collect();
+    let best = valid.iter().min_by_key(|v| edit_distance(bad, v))?;
+    if edit_distance(bad, best) <= bad.len().max(3) / 2 + 1 {
+        Some(format!("did you mean `{best}`?"))
+    } else {
+        Some(format!("remove `{bad}`; valid keys here are listed above"))
+    }
+}
+
+/// Levenshtein distance (small strings only).
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(file) = &self.file {
+            write!(f, "{}", file.display())?;
+            if let Some(l) = self.line {
+                write!(f, ":{l}")?;
+                if let Some(c) = self.column {
+                    write!(f, ":{c}")?;
+                }
+            }
+            write!(f, ": ")?;
+        }
+        if let Some(k) = &self.key {
+            write!(f, "`{k}`: ")?;
+        }
+        write!(f, "{}", self.message)?;
+        if let Some(h) = &self.hint {
+            write!(f, "\n  fix: {h}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Any servesim failure.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Bad user input (exit code 2).
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    /// Anything else, e.g. an I/O failure while writing results (exit code 1).
+    #[error("{0}")]
+    Runtime(String),
+}
+
+impl Error {
+    /// The process exit code for this error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Config(_) => 2,
+            Error::Runtime(_) => 1,
+        }
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Runtime(e.to_string())
+    }
+}
+
+/// Result with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,175 @@
+//! # servesim — a discrete-event capacity simulator for LLM inference serving
+//!
+//! servesim follows every request through its life — arrival, preprocessing,
+//! queueing, prefill (in chunks), decode, completion — on engine replicas that
+//! batch continuously like vLLM, with a paged KV cache and preemption, and
+//! reports what each user experienced: distributions (never one average) of
+//! time to first token, time per output token, inter-token latency and
+//! end-to-end latency, next to throughput, utilisation, cost and whether the
+//! run was stable at all.
+//!
+//! ```no_run
+//! use servesim::{Catalog, config::load_scenario};
+//! let loaded = load_scenario("scenarios/quickstart.toml".as_ref(), &[]).unwrap();
+//! let catalog = Catalog::with_dir(None).unwrap();
+//! let report = servesim::run(&loaded.scenario, &catalog).unwrap();
+//! println!("p99 TTFT = {:.1} ms", report.summary.ttft.dist.percentiles[3]);
+//! ```
+//!
+//! ## Layout
+//! - [`config`]: the scenario (typed, validated, with defaults);
+//! - [`catalog`]: LLM architectures and GPU profiles;
+//! - [`workload`]: lazy request generation;
+//! - [`cost`]: step-time prediction behind the [`cost::StepCostModel`] trait;
+//! - [`memory`]: weights, activations and KV capacity;
+//! - [`engine`]: one replica's continuous-batching scheduler and KV cache;
+//! - [`cluster`]: routing across replicas;
+//! - [`sim`]: the event loop;
+//! - [`metrics`]: records, statistics and the [`Summary`];
+//! - [`report`]: exporters (JSON, CSV, manifest, terminal table).
+//!
+//! The simulation core (everything but `report` and `cli`) does no I/O.
+//!
+//! ## Determinism
+//! A run is a pure function of the resolved scenario and the seed: the same
+//! inputs give bit-identical records and byte-identical output files, on any
+//! machine and whatever the thread count. Random streams are PCG-64 (MCG)
+//! generators from `rand_pcg`, whose output is value-stable across releases,
+//! seeded per purpose (arrivals, prompt lengths, output lengths, step times)
+//! from the scenario seed. Event ordering at equal times is fixed (see
+//! [`sim`]). Threads are only used to compute independent summary statistics.
+
+pub mod catalog;
+pub mod cli;
+pub mod cluster;
+pub mod config;
+pub mod cost;
+pub mod engine;
+pub mod error;
+pub mod memory;
+pub mod metrics;
+pub mod report;
+pub mod sim;
+pub mod workload;
+pub mod bench;
+
+pub use catalog::Catalog;
+pub use error::{ConfigError, Error, Result};
+pub use metrics::Summary;
+
+use catalog::{GpuSpec, LlmSpec, Origin};
+use config::Scenario;
+use engine::EngineParams;
+use memory::MemoryPlan;
+use sim::SimOutput;
+
+/// A scenario resolved against the catalogue: everything a run needs.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// The scenario, defaults filled in.
+    pub scenario: Scenario,
+    /// The LLM architecture.
+    pub llm: LlmSpec,
+    /// Where the LLM came from.
+    pub llm_origin: String,
+    /// The GPU profile.
+    pub gpu: GpuSpec,
+    /// Where the GPU profile came from.
+    pub gpu_origin: String,
+    /// Memory plan of one replica.
+    pub memory: MemoryPlan,
+    /// Engine limits of one replica.
+    pub engine: EngineParams,
+    /// USD per GPU-hour in effect.
+    pub price_per_gpu_hour: f64,
+}
+
+fn unknown(kind: &str, name: &str, known: Vec<&String>, key: &str) -> ConfigError {
+    let best = known.iter().min_by_key(|k| error::edit_distance(name, k));
+    let list = known.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
+    let mut hint = format!("known {kind}s: {list}; or add models/{}/{name}.toml", if kind == "model" { "llm" } else { "gpu" });
+    if let Some(b) = best {
+        hint = format!("did you mean \"{b}\"? {hint}");
+    }
+    ConfigError::new(format!("unknown {kind} \"{name}\"")).key(key).hint(hint)
+}
+
+/// Resolves a scenario against the catalogue and plans memory.
+pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
+    let (llm, llm_origin) = match &s.model.spec {
+        Some(spec) => {
+            spec.validate().map_err(|m| ConfigError::new(m).key("model.spec"))?;
+            (spec.clone(), "inline [model.spec]".to_string())
+        }
+        None => {
+            let e = catalog
+                .model(&s.model.name)
+                .ok_or_else(|| unknown("model", &s.model.name, catalog.models.keys().collect(), "model.name"))?;
+            (e.spec.clone(), origin(&e.origin))
+        }
+    };
+    let (gpu, gpu_origin) = match &s.hardware.gpu_spec {
+        Some(spec) => {
+            spec.validate().map_err(|m| ConfigError::new(m).key("hardware.gpu_spec"))?;
+            (spec.clone(), "inline [hardware.gpu_spec]".to_string())
+        }
+        None => {
+            let e = catalog
+                .gpu(&s.hardware.gpu)
+                .ok_or_else(|| unknown("gpu", &s.hardware.gpu, catalog.gpus.keys().collect(), "hardware.gpu"))?;
+            (e.spec.clone(), origin(&e.origin))
+        }
+    };
+    let e = &s.engine;
+    if e.chunked_prefill && e.max_num_batched_tokens < e.max_num_seqs {
+        return Err(ConfigError::new(format!(
+            "max_num_batched_tokens ({}) is smaller than max_num_seqs ({}): a full decode batch would not fit one step",
+            e.max_num_batched_tokens, e.max_num_seqs
+        ))
+        .key("engine.max_num_batched_tokens")
+        .hint(format!("raise it to at least {} or lower max_num_seqs", e.max_num_seqs)));
+    }
+    let memory = memory::plan(&llm, &gpu, s)?;
+    let engine = EngineParams {
+        max_num_seqs: e.max_num_seqs,
+        max_num_batched_tokens: e.max_num_batched_tokens,
+        chunked_prefill: e.chunked_prefill,
+        block_size: e.block_size,
+        num_blocks: memory.num_blocks,
+    };
+    let price_per_gpu_hour = s.hardware.price_per_gpu_hour.unwrap_or(gpu.price_per_hour);
+    Ok(Setup { scenario: s.clone(), llm, llm_origin, gpu, gpu_origin, memory, engine, price_per_gpu_hour })
+}
+
+fn origin(o: &Origin) -> String {
+    match o {
+        Origin::Builtin => "built-in catalogue".into(),
+        Origin::File(p) => p.display().to_string(),
+    }
+}
+
+/// The result of one run: the summary and the raw observations behind it.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The resolved setup that was simulated.
+    pub setup: Setup,
+    /// The seed used.
+    pub seed: u64,
+    /// The summary (`summary.json`).
+    pub summary: Summary,
+    /// Per-request records and per-replica statistics.
+    pub output: SimOutput,
+}
+
+/// Simulates a resolved setup with the given seed.
+pub fn run_setup(setup: &Setup, seed: u64) -> Report {
+    let output = sim::simulate(setup, seed);
+    let summary = metrics::summarize(setup, seed, &output);
+    Report { setup: setup.clone(), seed, summary, output }
+}
+
+/// Resolves and simulates a scenario with its own seed.
+pub fn run(scenario: &Scenario, catalog: &Catalog) -> Result<Report> {
+    let setup = resolve(scenario, catalog)?;
+    Ok(run_setup(&setup, scenario.seed))
+}

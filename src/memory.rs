@@ -1,0 +1,154 @@
+//! The memory plan of one replica: weights, activations, reserve, KV cache.
+
+use crate::catalog::{GIB, GpuSpec, LlmSpec};
+use crate::config::Scenario;
+use crate::error::ConfigError;
+use serde::Serialize;
+
+/// How one replica's GPU memory is spent.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemoryPlan {
+    /// GPUs per replica (tensor parallelism).
+    pub tp: u32,
+    /// Memory per GPU, GiB.
+    pub gpu_memory_gib: f64,
+    /// `gpu_memory_utilization` × memory per GPU, GiB.
+    pub usable_gib_per_gpu: f64,
+    /// Model parameters.
+    pub params: f64,
+    /// All weights of the model, GiB.
+    pub weights_gib_total: f64,
+    /// Weights held by each GPU, GiB.
+    pub weights_gib_per_gpu: f64,
+    /// Peak activation memory reserved per GPU (profiled at `max_num_batched_tokens`), GiB.
+    pub activation_gib_per_gpu: f64,
+    /// Fixed reserve per GPU (`engine.memory_reserve_gb`), GiB.
+    pub reserve_gib_per_gpu: f64,
+    /// KV cache per GPU, GiB.
+    pub kv_gib_per_gpu: f64,
+    /// KV bytes per token on each GPU.
+    pub kv_bytes_per_token_per_gpu: f64,
+    /// Tokens per KV block.
+    pub block_size: u32,
+    /// KV blocks per replica.
+    pub num_blocks: u64,
+    /// KV capacity per replica, tokens.
+    pub kv_capacity_tokens: u64,
+    /// Longest accepted prompt + output, tokens.
+    pub max_model_len: u32,
+    /// Sequences of `max_model_len` tokens that fit at once.
+    pub max_seqs_at_max_len: u64,
+    /// True when `engine.num_gpu_blocks` fixed the block count.
+    pub blocks_overridden: bool,
+}
+
+/// Activation memory a profiling pass at the step's token budget would need, bytes per GPU.
+fn activation_bytes(llm: &LlmSpec, s: &Scenario) -> f64 {
+    let tp = s.hardware.tp as f64;
+    let t = s.engine.max_num_batched_tokens as f64;
+    let h = llm.hidden_size as f64;
+    let qkv = (llm.num_attention_heads + 2 * llm.num_kv_heads) as f64 * llm.head_dim as f64 / tp;
+    let ffn = 3.0 * llm.intermediate_size as f64 * llm.experts_active() / tp;
+    let logits = s.engine.max_num_seqs as f64 * llm.vocab_size as f64 / tp * 8.0;
+    t * (4.0 * h + qkv + ffn) * 2.0 + logits
+}
+
+/// Plans memory for `s` on `gpu`; errors when the model does not fit.
+pub fn plan(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario) -> Result<MemoryPlan, ConfigError> {
+    let tp = s.hardware.tp;
+    if llm.num_attention_heads % tp != 0 {
+        return Err(ConfigError::new(format!(
+            "tp = {tp} does not divide the {} attention heads of {}",
+            llm.num_attention_heads, llm.name
+        ))
+        .key("hardware.tp")
+        .hint("use a tp that divides the head count, e.g. 1, 2, 4 or 8"));
+    }
+    let e = &s.engine;
+    let params = llm.total_params();
+    let weights = params * s.model.dtype.bytes();
+    let per_gpu_w = weights / tp as f64;
+    let mem = gpu.memory_bytes();
+    let usable = mem * e.gpu_memory_utilization;
+    let act = activation_bytes(llm, s);
+    let reserve = e.memory_reserve_gb * GIB;
+    let kv_heads_per_gpu = (llm.num_kv_heads as f64 / tp as f64).ceil();
+    let kv_tok = 2.0 * llm.num_layers as f64 * kv_heads_per_gpu * llm.head_dim as f64 * s.model.kv_dtype.bytes();
+    let kv_bytes = usable - per_gpu_w - act - reserve;
+    let (num_blocks, overridden) = match e.num_gpu_blocks {
+        Some(n) => (n, true),
+        None => {
+            if kv_bytes <= 0.0 {
+                return Err(no_fit(llm, gpu, s, weights, usable, act + reserve));
+            }
+            ((kv_bytes / (kv_tok * e.block_size as f64)).floor() as u64, false)
+        }
+    };
+    if num_blocks == 0 {
+        return Err(no_fit(llm, gpu, s, weights, usable, act + reserve));
+    }
+    let capacity = num_blocks * e.block_size as u64;
+    let max_model_len = match e.max_model_len {
+        Some(m) if m > llm.max_context => {
+            return Err(ConfigError::new(format!("max_model_len {m} exceeds {}'s context of {} tokens", llm.name, llm.max_context))
+                .key("engine.max_model_len")
+                .hint(format!("use max_model_len <= {}", llm.max_context)));
+        }
+        Some(m) if m as u64 > capacity => {
+            return Err(ConfigError::new(format!(
+                "max_model_len {m} is larger than the KV cache can hold ({capacity} tokens per replica)"
+            ))
+            .key("engine.max_model_len")
+            .hint(format!("use max_model_len <= {capacity}, raise gpu_memory_utilization, or use more GPUs (tp)")));
+        }
+        Some(m) => m,
+        None => llm.max_context.min(capacity.min(u32::MAX as u64) as u32),
+    };
+    Ok(MemoryPlan {
+        tp,
+        gpu_memory_gib: mem / GIB,
+        usable_gib_per_gpu: usable / GIB,
+        params,
+        weights_gib_total: weights / GIB,
+        weights_gib_per_gpu: per_gpu_w / GIB,
+        activation_gib_per_gpu: act / GIB,
+        reserve_gib_per_gpu: reserve / GIB,
+        kv_gib_per_gpu: (num_blocks as f64 * e.block_size as f64 * kv_tok) / GIB,
+        kv_bytes_per_token_per_gpu: kv_tok,
+        block_size: e.block_size,
+        num_blocks,
+        kv_capacity_tokens: capacity,
+        max_model_len,
+        max_seqs_at_max_len: capacity / max_model_len as u64,
+        blocks_overridden: overridden,
+    })
+}
+
+fn no_fit(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario, weights: f64, usable: f64, other: f64) -> ConfigError {
+    let tp = s.hardware.tp;
+    let fits = |tp: u32, wbytes: f64| weights / s.model.dtype.bytes() * wbytes / tp as f64 + other < usable * 0.95;
+    let mut fix = Vec::new();
+    if let Some(t) = [2u32, 4, 8, 16].into_iter().find(|&t| t > tp && llm.num_attention_heads % t == 0 && fits(t, s.model.dtype.bytes())) {
+        fix.push(format!("use tp = {t} or more"));
+    }
+    if s.model.dtype.bytes() > 1.0 && fits(tp, 1.0) {
+        fix.push("dtype = \"fp8\"".to_string());
+    } else if s.model.dtype.bytes() > 0.5 && fits(tp, 0.5) {
+        fix.push("dtype = \"int4\"".to_string());
+    }
+    fix.push("a GPU with more memory".to_string());
+    ConfigError::new(format!(
+        "{} in {} needs {:.1} GiB of weights; {tp} × {} holds {:.1} GiB ({:.0} GiB each at gpu_memory_utilization {}), \
+         of which {:.1} GiB per GPU go to activations and the reserve: no room is left for the KV cache",
+        llm.name,
+        s.model.dtype.as_str(),
+        weights / GIB,
+        gpu.name,
+        usable * tp as f64 / GIB,
+        gpu.memory_gb,
+        s.engine.gpu_memory_utilization,
+        other / GIB,
+    ))
+    .key("hardware.tp")
+    .hint(fix.join(", or "))
+}

@@ -1,0 +1,109 @@
+//! Per-request records: every timestamp of a request's life.
+
+use serde::Serialize;
+
+/// Why a request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RejectReason {
+    /// prompt + output exceeds `max_model_len`.
+    ExceedsMaxModelLen,
+    /// prompt + output − 1 tokens can never fit in one replica's KV cache.
+    ExceedsKvCapacity,
+    /// Without chunked prefill, the prompt exceeds `max_num_batched_tokens`.
+    ExceedsTokenBudget,
+}
+
+impl RejectReason {
+    /// snake_case name used in CSV and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::ExceedsMaxModelLen => "exceeds_max_model_len",
+            RejectReason::ExceedsKvCapacity => "exceeds_kv_capacity",
+            RejectReason::ExceedsTokenBudget => "exceeds_token_budget",
+        }
+    }
+}
+
+/// Where a request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Still in the system (only seen mid-run).
+    InFlight,
+    /// All output tokens delivered.
+    Completed,
+    /// Refused at arrival.
+    Rejected(RejectReason),
+}
+
+/// One request's life. Times are seconds from the start of the simulation;
+/// NaN means "did not happen".
+#[derive(Debug, Clone, Copy)]
+pub struct RequestRecord {
+    /// Client sends the request.
+    pub arrival: f64,
+    /// Preprocessing done; the request enters a replica's waiting queue.
+    pub admitted: f64,
+    /// Start of the first engine step that computes part of its prompt.
+    pub first_scheduled: f64,
+    /// End of the step that produced its first output token.
+    pub first_token: f64,
+    /// End of the step that produced its last output token (= finish).
+    pub last_token: f64,
+    /// Prompt tokens.
+    pub prompt: u32,
+    /// Output tokens requested.
+    pub output: u32,
+    /// Output tokens generated so far.
+    pub generated: u32,
+    /// Times it was preempted (recompute).
+    pub preemptions: u32,
+    /// Replica it was routed to (u32::MAX: none).
+    pub replica: u32,
+    /// Terminal state.
+    pub status: Status,
+}
+
+impl RequestRecord {
+    /// A request that has just arrived.
+    pub fn new(arrival: f64, prompt: u32, output: u32) -> Self {
+        RequestRecord {
+            arrival,
+            admitted: f64::NAN,
+            first_scheduled: f64::NAN,
+            first_token: f64::NAN,
+            last_token: f64::NAN,
+            prompt,
+            output,
+            generated: 0,
+            preemptions: 0,
+            replica: u32::MAX,
+            status: Status::InFlight,
+        }
+    }
+
+    /// Time to first token, seconds.
+    pub fn ttft(&self) -> f64 {
+        self.first_token - self.arrival
+    }
+    /// End-to-end latency, seconds.
+    pub fn e2e(&self) -> f64 {
+        self.last_token - self.arrival
+    }
+    /// Time per output token after the first (vLLM's TPOT), seconds; NaN for one-token outputs.
+    pub fn tpot(&self) -> f64 {
+        if self.output > 1 { (self.e2e() - self.ttft()) / (self.output - 1) as f64 } else { f64::NAN }
+    }
+    /// Waiting in the replica queue before the first step, seconds.
+    pub fn queue_delay(&self) -> f64 {
+        self.first_scheduled - self.admitted
+    }
+    /// Preprocessing (arrival to admission), seconds.
+    pub fn preprocess(&self) -> f64 {
+        self.admitted - self.arrival
+    }
+    /// E2E divided by output tokens, seconds per token.
+    pub fn normalized_latency(&self) -> f64 {
+        self.e2e() / self.output as f64
+    }
+}

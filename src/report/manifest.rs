@@ -1,0 +1,60 @@
+//! `manifest.json`: enough to reproduce a run.
+
+use crate::Setup;
+use crate::catalog::{GpuSpec, LlmSpec};
+use crate::config::Scenario;
+use crate::memory::MemoryPlan;
+use serde::Serialize;
+
+/// Provenance of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Manifest {
+    /// servesim version.
+    pub servesim_version: String,
+    /// The command line, as typed.
+    pub command: Vec<String>,
+    /// Path of the scenario file.
+    pub scenario_file: String,
+    /// SHA-256 of the scenario file.
+    pub scenario_sha256: String,
+    /// `--set` overrides applied on top of the file, in order.
+    pub overrides: Vec<String>,
+    /// Seed used.
+    pub seed: u64,
+    /// The fully resolved scenario (defaults filled in).
+    pub resolved_scenario: Scenario,
+    /// The LLM architecture used, and where it came from.
+    pub model: LlmSpec,
+    /// Source of the model profile.
+    pub model_origin: String,
+    /// The GPU profile used.
+    pub gpu: GpuSpec,
+    /// Source of the GPU profile.
+    pub gpu_origin: String,
+    /// USD per GPU-hour in effect.
+    pub price_per_gpu_hour: f64,
+    /// Memory plan of one replica.
+    pub memory_plan: MemoryPlan,
+    /// Files written next to this one.
+    pub files: Vec<String>,
+}
+
+/// Builds the manifest of a run.
+pub fn manifest(setup: &Setup, seed: u64, scenario_file: &str, sha256: &str, overrides: &[String], command: Vec<String>) -> Manifest {
+    Manifest {
+        servesim_version: env!("CARGO_PKG_VERSION").to_string(),
+        command,
+        scenario_file: scenario_file.to_string(),
+        scenario_sha256: sha256.to_string(),
+        overrides: overrides.to_vec(),
+        seed,
+        resolved_scenario: setup.scenario.clone(),
+        model: setup.llm.clone(),
+        model_origin: setup.llm_origin.clone(),
+        gpu: setup.gpu.clone(),
+        gpu_origin: setup.gpu_origin.clone(),
+        price_per_gpu_hour: setup.price_per_gpu_hour,
+        memory_plan: setup.memory.clone(),
+        files: super::RUN_FILES.iter().map(|s| s.to_string()).collect(),
+    }
+}

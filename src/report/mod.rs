@@ -1,0 +1,65 @@
+//! Exporters: one per format. Every file is written to a temporary name and
+//! renamed into place, so an interrupted run never leaves a half-written file.
+
+mod csv;
+mod manifest;
+mod table;
+
+pub use self::csv::write_requests_csv;
+pub use manifest::{Manifest, manifest};
+pub use table::{format_check, format_summary};
+
+use crate::error::{ConfigError, Error, Result};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Files a run writes.
+pub const RUN_FILES: [&str; 3] = ["summary.json", "requests.csv", "manifest.json"];
+
+/// Writes `bytes` to `path` atomically (temporary file + rename).
+pub fn write_atomic(path: &Path, write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("out");
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let res = (|| {
+        let f = std::fs::File::create(&tmp)?;
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+        write(&mut w)?;
+        w.flush()?;
+        w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = res {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(Error::Runtime(format!("cannot write {}: {e}", path.display())));
+    }
+    Ok(())
+}
+
+/// Prepares an output folder: creates it, or refuses to overwrite results
+/// already in it unless `force`.
+pub fn prepare_out_dir(dir: &Path, force: bool) -> Result<PathBuf> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(ConfigError::new(format!("{} exists and is not a folder", dir.display()))
+            .hint("pass --out with a folder path")
+            .into());
+    }
+    if !force {
+        let existing: Vec<&str> = RUN_FILES.iter().copied().filter(|f| dir.join(f).exists()).collect();
+        if !existing.is_empty() {
+            return Err(ConfigError::new(format!("{} already holds results ({})", dir.display(), existing.join(", ")))
+                .hint("pass --force to replace them, or --out DIR to write elsewhere")
+                .into());
+        }
+    }
+    std::fs::create_dir_all(dir).map_err(|e| Error::Runtime(format!("cannot create {}: {e}", dir.display())))?;
+    Ok(dir.to_path_buf())
+}
+
+/// Writes `value` as pretty JSON followed by a newline.
+pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<()> {
+    write_atomic(path, |w| {
+        serde_json::to_writer_pretty(&mut *w, value).map_err(std::io::Error::other)?;
+        w.write_all(b"\n")
+    })
+}

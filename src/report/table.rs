@@ -1,0 +1,116 @@
+//! Terminal output in the spirit of `vllm bench serve`.
+
+use crate::Setup;
+use crate::metrics::{LatencyMetric, Summary};
+use std::fmt::Write;
+
+const W: usize = 50;
+
+fn rule(out: &mut String, title: &str) {
+    let pad = W.saturating_sub(title.len() + 2);
+    let l = pad / 2;
+    let _ = writeln!(out, "{} {title} {}", "-".repeat(l), "-".repeat(pad - l));
+}
+
+fn row(out: &mut String, k: &str, v: impl std::fmt::Display) {
+    let _ = writeln!(out, "{:<40} {v}", format!("{k}:"));
+}
+
+fn num(x: f64, prec: usize) -> String {
+    if x.is_finite() { format!("{x:.prec$}") } else { "n/a".into() }
+}
+
+fn latency(out: &mut String, title: &str, short: &str, m: &LatencyMetric) {
+    rule(out, title);
+    let d = &m.dist;
+    row(out, &format!("Mean {short} (ms)"), num(d.mean, 2));
+    row(out, &format!("Median {short} (ms)"), num(d.median(), 2));
+    row(out, &format!("P90 {short} (ms)"), num(d.percentiles[1], 2));
+    row(out, &format!("P99 {short} (ms)"), num(d.percentiles[3], 2));
+    row(out, &format!("P99.9 {short} (ms)"), num(d.percentiles[4], 2));
+    row(out, &format!("Max {short} (ms)"), num(d.max, 2));
+}
+
+/// The run summary as a text table.
+pub fn format_summary(s: &Summary) -> String {
+    let mut o = String::new();
+    let title = format!(" servesim: {} ", s.scenario);
+    let _ = writeln!(o, "{:=^W$}", title);
+    row(&mut o, "Model / GPU", format!("{} {} on {} × {} (tp {})", s.model, s.dtype, s.replicas * s.tp, s.gpu, s.tp));
+    if s.stable == Some(false) {
+        let _ = writeln!(o, "!! OVERLOADED: {}", s.stability.explanation);
+    }
+    row(&mut o, "Stability", &s.stability.verdict);
+    row(&mut o, "Successful requests", s.completed);
+    row(&mut o, "Failed requests", s.failed);
+    for (k, v) in &s.failures_by_reason {
+        row(&mut o, &format!("  {k}"), v);
+    }
+    row(&mut o, "Benchmark duration (s)", num(s.duration, 2));
+    row(&mut o, "Total input tokens", s.total_input_tokens);
+    row(&mut o, "Total generated tokens", s.total_output_tokens);
+    row(&mut o, "Request throughput (req/s)", num(s.request_throughput, 2));
+    if let Some(g) = s.request_goodput {
+        row(&mut o, "Request goodput (req/s)", num(g, 2));
+    }
+    row(&mut o, "Output token throughput (tok/s)", num(s.output_throughput, 2));
+    row(&mut o, "Total token throughput (tok/s)", num(s.total_token_throughput, 2));
+    row(&mut o, "Output tok/s per GPU", num(s.output_throughput_per_gpu, 2));
+    latency(&mut o, "Queueing delay", "queue", &s.queue);
+    latency(&mut o, "Time to First Token", "TTFT", &s.ttft);
+    latency(&mut o, "Time per Output Token (excl. 1st token)", "TPOT", &s.tpot);
+    latency(&mut o, "Inter-token Latency", "ITL", &s.itl);
+    latency(&mut o, "End-to-end Latency", "E2EL", &s.e2el);
+    if let Some(slo) = &s.slo {
+        rule(&mut o, "SLOs");
+        let fmt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v} ms"));
+        row(&mut o, "Objectives (TTFT / TPOT / E2E)", format!("{} / {} / {}", fmt(slo.ttft_ms), fmt(slo.tpot_ms), fmt(slo.e2e_ms)));
+        row(&mut o, "SLO attainment (%)", num(slo.attainment * 100.0, 2));
+    }
+    rule(&mut o, "Utilisation");
+    let u = &s.utilisation;
+    row(&mut o, "GPU busy (%)", num(u.gpu_busy_fraction * 100.0, 1));
+    row(&mut o, "Mean batch size (seqs / step)", num(u.mean_batch_size, 1));
+    row(&mut o, "Mean running / waiting per replica", format!("{} / {}", num(u.mean_running, 1), num(u.mean_waiting, 1)));
+    row(&mut o, "MFU / MBU (%)", format!("{} / {}", num(u.mfu * 100.0, 1), num(u.mbu * 100.0, 1)));
+    row(&mut o, "KV cache mean / peak (%)", format!("{} / {}", num(s.kv_cache.mean_occupancy * 100.0, 1), num(s.kv_cache.peak_occupancy * 100.0, 1)));
+    row(&mut o, "Preemptions", u.preemptions);
+    rule(&mut o, "Cost");
+    let c = &s.cost;
+    row(&mut o, "GPU-hours ($/GPU-hour)", format!("{} (${})", num(c.gpu_hours, 3), num(c.price_per_gpu_hour, 2)));
+    row(&mut o, "$ per 1M output tokens", num(c.usd_per_million_output_tokens, 3));
+    if let Some(x) = c.usd_per_slo_met_request {
+        row(&mut o, "$ per SLO-meeting request", format!("{x:.6}"));
+    }
+    let _ = writeln!(o, "{}", "=".repeat(W));
+    o
+}
+
+/// The resolved configuration and memory plan, for `servesim check`.
+pub fn format_check(setup: &Setup) -> String {
+    let mut o = String::new();
+    let m = &setup.memory;
+    let s = &setup.scenario;
+    let _ = writeln!(o, "scenario \"{}\" is valid", s.name);
+    let _ = writeln!(o, "model: {} ({:.2} B parameters, {}) from {}", setup.llm.name, m.params / 1e9, s.model.dtype.as_str(), setup.llm_origin);
+    let _ = writeln!(o, "gpu:   {} ({} GB, {} GB/s, {} BF16 TFLOP/s) from {}", setup.gpu.name, setup.gpu.memory_gb, setup.gpu.memory_bandwidth_gbps, setup.gpu.bf16_tflops, setup.gpu_origin);
+    let _ = writeln!(o, "layout: {} replica(s) × tp {} = {} GPUs, router {:?}", s.hardware.replicas, s.hardware.tp, s.hardware.replicas * s.hardware.tp, s.hardware.router);
+    rule(&mut o, "Memory plan per GPU");
+    row(&mut o, "GPU memory (GiB)", num(m.gpu_memory_gib, 2));
+    row(&mut o, &format!("Usable at utilisation {} (GiB)", s.engine.gpu_memory_utilization), num(m.usable_gib_per_gpu, 2));
+    row(&mut o, "Weights (GiB)", format!("{} (of {} total)", num(m.weights_gib_per_gpu, 2), num(m.weights_gib_total, 2)));
+    row(&mut o, "Activations, profiled (GiB)", num(m.activation_gib_per_gpu, 2));
+    row(&mut o, "Reserve (GiB)", num(m.reserve_gib_per_gpu, 2));
+    row(&mut o, "KV cache (GiB)", num(m.kv_gib_per_gpu, 2));
+    rule(&mut o, "KV cache per replica");
+    row(&mut o, "KV bytes per token per GPU", num(m.kv_bytes_per_token_per_gpu, 0));
+    row(&mut o, "Blocks × block size", format!("{} × {}{}", m.num_blocks, m.block_size, if m.blocks_overridden { " (fixed by engine.num_gpu_blocks)" } else { "" }));
+    row(&mut o, "KV capacity (tokens)", m.kv_capacity_tokens);
+    row(&mut o, "max_model_len (tokens)", m.max_model_len);
+    row(&mut o, "Max concurrent seqs at max_model_len", m.max_seqs_at_max_len);
+    row(&mut o, "Max concurrent seqs (max_num_seqs)", s.engine.max_num_seqs);
+    let _ = writeln!(o, "{}", "-".repeat(W));
+    let _ = writeln!(o, "resolved configuration:");
+    let _ = write!(o, "{}", toml::to_string_pretty(s).unwrap_or_default());
+    o
+}

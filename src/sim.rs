@@ -1,0 +1,249 @@
+//! The discrete-event loop.
+//!
+//! # Ordering and determinism
+//! Events are processed in time order. Events at the same instant are ordered
+//! by class: step completions first (lowest replica index first), then
+//! arrivals and admissions (lowest request id first), then replica wake-ups —
+//! so requests arriving together are batched together. No wall-clock time,
+//! hash-map order or thread scheduling enters the loop: the same setup and
+//! seed give bit-identical records.
+
+use crate::Setup;
+use crate::cluster::{ReplicaLoad, Router};
+use crate::config::CostModelKind;
+use crate::cost::{ConstantStep, ExponentialStep, Roofline, StepCostModel};
+use crate::engine::{Replica, ReplicaStats, Sinks};
+use crate::metrics::{LogHistogram, RejectReason, RequestRecord, Status};
+use crate::workload::{Generator, stream_seed};
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+/// Everything the simulation observed.
+#[derive(Debug, Clone)]
+pub struct SimOutput {
+    /// One record per generated request, by id (= arrival order).
+    pub records: Vec<RequestRecord>,
+    /// Pooled inter-token latencies of measured requests.
+    pub itl: LogHistogram,
+    /// Per-replica statistics.
+    pub replicas: Vec<ReplicaStats>,
+    /// Time of the last event (the last completion), s.
+    pub end_time: f64,
+    /// ∫ requests in the system dt over [0, end_time] (Little's law).
+    pub in_system_area: f64,
+    /// Peak FLOP/s of one GPU (for MFU).
+    pub peak_flops: f64,
+    /// Peak bandwidth of one GPU, bytes/s (for MBU).
+    pub peak_bandwidth: f64,
+    /// Events processed (steps + arrivals + admissions + wake-ups).
+    pub events: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    StepEnd = 0,
+    Admit = 1,
+    Wake = 2,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Event {
+    t: f64,
+    kind: Kind,
+    key: u32,
+}
+
+impl PartialEq for Event {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Event {}
+impl PartialOrd for Event {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Event {
+    // Reversed: BinaryHeap is a max-heap and we want the earliest event.
+    fn cmp(&self, o: &Self) -> Ordering {
+        o.t.total_cmp(&self.t).then((o.kind as u8).cmp(&(self.kind as u8))).then(o.key.cmp(&self.key))
+    }
+}
+
+impl<C: StepCostModel> ReplicaLoad for Replica<C> {
+    fn outstanding(&self) -> u32 {
+        Replica::outstanding(self)
+    }
+}
+
+/// Runs the setup with the given seed, choosing the configured cost model.
+pub fn simulate(setup: &Setup, seed: u64) -> SimOutput {
+    let s = &setup.scenario;
+    match s.cost.model {
+        CostModelKind::Roofline => {
+            let r = Roofline::new(&setup.llm, &setup.gpu, s.hardware.tp, s.model.dtype, s.model.kv_dtype, &s.cost);
+            simulate_with(setup, seed, |_| r.clone())
+        }
+        CostModelKind::Constant => {
+            let t = s.cost.step_time_ms.unwrap_or(1.0) * 1e-3;
+            simulate_with(setup, seed, |_| ConstantStep { time: t })
+        }
+        CostModelKind::Exponential => {
+            let t = s.cost.step_time_ms.unwrap_or(1.0) * 1e-3;
+            simulate_with(setup, seed, |r| ExponentialStep::new(t, stream_seed(seed, 100 + r as u64)))
+        }
+    }
+}
+
+/// Why a request can never be served by this setup, if so.
+fn reject_reason(setup: &Setup, prompt: u32, output: u32) -> Option<RejectReason> {
+    let total = prompt as u64 + output as u64;
+    if total > setup.memory.max_model_len as u64 {
+        return Some(RejectReason::ExceedsMaxModelLen);
+    }
+    if total - 1 > setup.memory.kv_capacity_tokens {
+        return Some(RejectReason::ExceedsKvCapacity);
+    }
+    if !setup.engine.chunked_prefill && prompt > setup.engine.max_num_batched_tokens {
+        return Some(RejectReason::ExceedsTokenBudget);
+    }
+    None
+}
+
+/// Runs the setup with one cost-model instance per replica from `make_cost`.
+pub fn simulate_with<C: StepCostModel>(setup: &Setup, seed: u64, make_cost: impl Fn(u32) -> C) -> SimOutput {
+    let s = &setup.scenario;
+    let warmup = s.warmup_s;
+    let n_rep = s.hardware.replicas as usize;
+    let mut replicas: Vec<Replica<C>> =
+        (0..n_rep as u32).map(|i| Replica::new(i, setup.engine, make_cost(i), warmup)).collect();
+    let peak_flops = replicas[0].cost_model().peak_flops();
+    let peak_bandwidth = replicas[0].cost_model().peak_bandwidth();
+    let mut router = Router::new(s.hardware.router);
+    let mut requests = Generator::new(s, seed);
+    let cap = requests.size_hint_total().unwrap_or(0).min(1 << 26) as usize;
+    let mut records: Vec<RequestRecord> = Vec::with_capacity(cap);
+    let mut itl = LogHistogram::new();
+    let mut completed = 0u64;
+    let mut heap: BinaryHeap<Event> = BinaryHeap::new();
+    let mut wake_pending = vec![false; n_rep];
+    let pre_fixed = s.engine.preprocess_ms * 1e-3;
+    let pre_tok = s.engine.preprocess_us_per_token * 1e-6;
+    let mut next_arrival = requests.next();
+    let mut now = 0.0f64;
+    let mut in_system = 0u64;
+    let mut area = 0.0f64;
+    let mut events = 0u64;
+
+    macro_rules! sinks {
+        () => {
+            Sinks { records: &mut records, itl: &mut itl, warmup, completed: &mut completed }
+        };
+    }
+
+    loop {
+        let top = heap.peek().copied();
+        let take_arrival = match (top, next_arrival) {
+            (None, None) => break,
+            (None, Some(_)) => true,
+            (Some(_), None) => false,
+            (Some(e), Some(a)) => a.arrival < e.t || (a.arrival == e.t && e.kind != Kind::StepEnd),
+        };
+        events += 1;
+        if take_arrival {
+            let a = next_arrival.take().expect("arrival");
+            next_arrival = requests.next();
+            area += in_system as f64 * (a.arrival - now);
+            now = a.arrival;
+            let id = records.len() as u32;
+            let mut rec = RequestRecord::new(a.arrival, a.prompt, a.output);
+            if let Some(reason) = reject_reason(setup, a.prompt, a.output) {
+                rec.status = Status::Rejected(reason);
+                records.push(rec);
+                continue;
+            }
+            records.push(rec);
+            in_system += 1;
+            let delay = pre_fixed + pre_tok * a.prompt as f64;
+            if delay > 0.0 {
+                heap.push(Event { t: now + delay, kind: Kind::Admit, key: id });
+                continue;
+            }
+            admit(id, now, &mut records, &mut replicas, &mut router, &mut heap, &mut wake_pending);
+            continue;
+        }
+        let e = heap.pop().expect("event");
+        area += in_system as f64 * (e.t - now);
+        now = e.t;
+        match e.kind {
+            Kind::Admit => admit(e.key, now, &mut records, &mut replicas, &mut router, &mut heap, &mut wake_pending),
+            Kind::Wake => {
+                let r = e.key as usize;
+                wake_pending[r] = false;
+                if !replicas[r].is_busy()
+                    && let Some(end) = replicas[r].plan_step(now, &mut sinks!())
+                {
+                    heap.push(Event { t: end, kind: Kind::StepEnd, key: e.key });
+                }
+            }
+            Kind::StepEnd => {
+                let r = e.key as usize;
+                let mut t = now;
+                // Run this replica's steps inline while nothing else can happen before they end.
+                let horizon = heap.peek().map_or(f64::INFINITY, |x| x.t).min(next_arrival.map_or(f64::INFINITY, |a| a.arrival));
+                loop {
+                    let before = completed;
+                    let next = replicas[r].finish_step(t, &mut sinks!());
+                    in_system -= completed - before;
+                    match next {
+                        Some(end) if end < horizon => {
+                            area += in_system as f64 * (end - t);
+                            t = end;
+                            events += 1;
+                        }
+                        Some(end) => {
+                            heap.push(Event { t: end, kind: Kind::StepEnd, key: e.key });
+                            break;
+                        }
+                        None => break,
+                    }
+                }
+                now = t;
+            }
+        }
+    }
+    for r in &mut replicas {
+        r.close(now);
+    }
+    SimOutput {
+        records,
+        itl,
+        replicas: replicas.into_iter().map(|r| r.stats).collect(),
+        end_time: now,
+        in_system_area: area,
+        peak_flops,
+        peak_bandwidth,
+        events,
+    }
+}
+
+fn admit<C: StepCostModel>(
+    id: u32,
+    now: f64,
+    records: &mut [RequestRecord],
+    replicas: &mut [Replica<C>],
+    router: &mut Router,
+    heap: &mut BinaryHeap<Event>,
+    wake_pending: &mut [bool],
+) {
+    let r = router.pick(replicas);
+    let rec = &mut records[id as usize];
+    rec.admitted = now;
+    rec.replica = r as u32;
+    replicas[r].enqueue(now, id);
+    if !replicas[r].is_busy() && !wake_pending[r] {
+        wake_pending[r] = true;
+        heap.push(Event { t: now, kind: Kind::Wake, key: r as u32 });
+    }
+}
