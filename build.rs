@@ -4,13 +4,14 @@ use std::{env, fs, path::Path};
 
 fn main() {
     let root = env::var("CARGO_MANIFEST_DIR").unwrap();
-    let mut out = String::from("/// (kind, stem, TOML text) of every shipped model and GPU file.\npub static BUILTIN: &[(&str, &str, &str)] = &[\n");
+    let mut out = String::from(
+        "/// (kind, stem, TOML text) of every shipped model and GPU file.\npub static BUILTIN: &[(&str, &str, &str)] = &[\n",
+    );
     for kind in ["llm", "gpu"] {
         let dir = Path::new(&root).join("models").join(kind);
         println!("cargo:rerun-if-changed={}", dir.display());
-        let mut files: Vec<_> = fs::read_dir(&dir)
-            .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())
-            .unwrap_or_default();
+        let mut files: Vec<_> =
+            fs::read_dir(&dir).map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect()).unwrap_or_default();
         files.retain(|p| p.extension().is_some_and(|e| e == "toml"));
         files.sort();
         for p in files {

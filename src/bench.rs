@@ -69,10 +69,14 @@ fn one(n: u64, replicas: u32) -> Result<()> {
     let loaded = load_scenario_str(&scenario_toml(n, replicas), Path::new("bench.toml"), &[])?;
     let catalog = crate::Catalog::builtin()?;
     let t0 = Instant::now();
-    let rep = crate::run(&loaded.scenario, &catalog)?;
+    let setup = crate::resolve(&loaded.scenario, &catalog)?;
+    let output = crate::sim::simulate(&setup, loaded.scenario.seed);
+    let t_sim = t0.elapsed().as_secs_f64();
+    let summary = crate::metrics::summarize(&setup, loaded.scenario.seed, &output);
+    let rep = crate::Report { setup, seed: loaded.scenario.seed, summary, output };
     let wall = t0.elapsed().as_secs_f64();
     println!(
-        "{n} {wall:.4} {:.1} {} {} {:.3} {:.2}",
+        "{n} {wall:.4} {:.1} {} {} {:.3} {:.2} {t_sim:.4}",
         peak_rss_mib(),
         rep.summary.utilisation.steps,
         rep.output.events,
@@ -88,17 +92,36 @@ pub fn main(a: BenchArgs) -> Result<()> {
         return one(n, a.replicas);
     }
     let exe = std::env::current_exe()?;
-    println!("servesim bench: Llama-3.1-8B bf16, H100-SXM tp1 × {} replica(s), prompt 1024 / output 256, Poisson {} req/s", a.replicas, 10 * a.replicas);
-    println!("{:>10} {:>9} {:>14} {:>11} {:>12} {:>12} {:>12}", "requests", "wall_s", "sim_req_per_s", "peak_MiB", "steps", "events", "p99_ttft_ms");
+    println!(
+        "servesim bench: Llama-3.1-8B bf16, H100-SXM tp1 × {} replica(s), prompt 1024 / output 256, Poisson {} req/s",
+        a.replicas,
+        10 * a.replicas
+    );
+    println!(
+        "{:>10} {:>9} {:>9} {:>14} {:>11} {:>12} {:>12} {:>12}",
+        "requests", "wall_s", "sim_s", "sim_req_per_s", "peak_MiB", "steps", "events", "p99_ttft_ms"
+    );
     for &n in &a.sizes {
-        let out = Command::new(&exe).args(["bench", "--one", &n.to_string(), "--replicas", &a.replicas.to_string()]).output()?;
+        let out = Command::new(&exe)
+            .args(["bench", "--one", &n.to_string(), "--replicas", &a.replicas.to_string()])
+            .output()?;
         if !out.status.success() {
             return Err(Error::Runtime(format!("bench child failed: {}", String::from_utf8_lossy(&out.stderr))));
         }
         let line = String::from_utf8_lossy(&out.stdout);
         let f: Vec<&str> = line.split_whitespace().collect();
         let wall: f64 = f[1].parse().unwrap_or(f64::NAN);
-        println!("{:>10} {:>9.3} {:>14.0} {:>11} {:>12} {:>12} {:>12}", n, wall, n as f64 / wall, f[2], f[3], f[4], f[6]);
+        println!(
+            "{:>10} {:>9.3} {:>9} {:>14.0} {:>11} {:>12} {:>12} {:>12}",
+            n,
+            wall,
+            f[7],
+            n as f64 / wall,
+            f[2],
+            f[3],
+            f[4],
+            f[6]
+        );
     }
     if a.with_run {
         let n = *a.sizes.iter().max().unwrap_or(&1_000_000);
@@ -108,7 +131,14 @@ pub fn main(a: BenchArgs) -> Result<()> {
         std::fs::write(&file, scenario_toml(n, a.replicas))?;
         let t0 = Instant::now();
         let st = Command::new(&exe)
-            .args(["run", &file.display().to_string(), "--out", &dir.join("out").display().to_string(), "--force", "--quiet"])
+            .args([
+                "run",
+                &file.display().to_string(),
+                "--out",
+                &dir.join("out").display().to_string(),
+                "--force",
+                "--quiet",
+            ])
             .env("SERVESIM_PRINT_PEAK_RSS", "1")
             .output()?;
         let wall = t0.elapsed().as_secs_f64();

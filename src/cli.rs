@@ -173,7 +173,10 @@ fn list(c: &Catalog, what: ListWhat) -> String {
     let mut o = String::new();
     match what {
         ListWhat::Models => {
-            o += &format!("{:<16} {:<20} {:>8} {:>7} {:>6} {:>8} {:>8} {:>9}  source\n", "name", "model", "params", "layers", "kv_h", "hidden", "context", "experts");
+            o += &format!(
+                "{:<16} {:<20} {:>8} {:>7} {:>6} {:>8} {:>8} {:>9}  source\n",
+                "name", "model", "params", "layers", "kv_h", "hidden", "context", "experts"
+            );
             for e in c.models.values() {
                 let s = &e.spec;
                 o += &format!(
@@ -191,12 +194,23 @@ fn list(c: &Catalog, what: ListWhat) -> String {
             }
         }
         ListWhat::Gpus => {
-            o += &format!("{:<16} {:<12} {:>7} {:>8} {:>8} {:>8} {:>9} {:>7}  source\n", "name", "gpu", "mem_GB", "HBM_GB/s", "bf16_TF", "fp8_TF", "link_GB/s", "$/hour");
+            o += &format!(
+                "{:<16} {:<12} {:>7} {:>8} {:>8} {:>8} {:>9} {:>7}  source\n",
+                "name", "gpu", "mem_GB", "HBM_GB/s", "bf16_TF", "fp8_TF", "link_GB/s", "$/hour"
+            );
             for e in c.gpus.values() {
                 let s = &e.spec;
                 o += &format!(
                     "{:<16} {:<12} {:>7} {:>8} {:>8} {:>8} {:>9} {:>7.2}  {}\n",
-                    e.key, s.name, s.memory_gb, s.memory_bandwidth_gbps, s.bf16_tflops, s.fp8_tflops, s.interconnect_gbps, s.price_per_hour, e.origin
+                    e.key,
+                    s.name,
+                    s.memory_gb,
+                    s.memory_bandwidth_gbps,
+                    s.bf16_tflops,
+                    s.fp8_tflops,
+                    s.interconnect_gbps,
+                    s.price_per_hour,
+                    e.origin
                 );
             }
         }

@@ -39,6 +39,11 @@
 //! from the scenario seed. Event ordering at equal times is fixed (see
 //! [`sim`]). Threads are only used to compute independent summary statistics.
 
+// Configuration errors carry their location and fix; they are built on the cold
+// path only, so their size does not matter.
+#![allow(clippy::result_large_err)]
+
+pub mod bench;
 pub mod catalog;
 pub mod cli;
 pub mod cluster;
@@ -51,7 +56,6 @@ pub mod metrics;
 pub mod report;
 pub mod sim;
 pub mod workload;
-pub mod bench;
 
 pub use catalog::Catalog;
 pub use error::{ConfigError, Error, Result};
@@ -87,7 +91,8 @@ pub struct Setup {
 fn unknown(kind: &str, name: &str, known: Vec<&String>, key: &str) -> ConfigError {
     let best = known.iter().min_by_key(|k| error::edit_distance(name, k));
     let list = known.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
-    let mut hint = format!("known {kind}s: {list}; or add models/{}/{name}.toml", if kind == "model" { "llm" } else { "gpu" });
+    let mut hint =
+        format!("known {kind}s: {list}; or add models/{}/{name}.toml", if kind == "model" { "llm" } else { "gpu" });
     if let Some(b) = best {
         hint = format!("did you mean \"{b}\"? {hint}");
     }
@@ -130,6 +135,17 @@ pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
         .hint(format!("raise it to at least {} or lower max_num_seqs", e.max_num_seqs)));
     }
     let memory = memory::plan(&llm, &gpu, s)?;
+    let w = &s.workload;
+    let shortest = w.prompt_tokens.min_value() as u64 + w.output_tokens.min_value() as u64;
+    if shortest > memory.max_model_len as u64 {
+        return Err(ConfigError::new(format!(
+            "every request needs at least {shortest} tokens of context (shortest prompt + shortest output) but \
+             max_model_len is {} for {} on this setup: all requests would be rejected",
+            memory.max_model_len, llm.name
+        ))
+        .key("workload.output_tokens")
+        .hint(format!("keep prompt + output within {} tokens", memory.max_model_len)));
+    }
     let engine = EngineParams {
         max_num_seqs: e.max_num_seqs,
         max_num_batched_tokens: e.max_num_batched_tokens,

@@ -90,9 +90,12 @@ pub fn plan(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario) -> Result<MemoryPlan, Co
     let capacity = num_blocks * e.block_size as u64;
     let max_model_len = match e.max_model_len {
         Some(m) if m > llm.max_context => {
-            return Err(ConfigError::new(format!("max_model_len {m} exceeds {}'s context of {} tokens", llm.name, llm.max_context))
-                .key("engine.max_model_len")
-                .hint(format!("use max_model_len <= {}", llm.max_context)));
+            return Err(ConfigError::new(format!(
+                "max_model_len {m} exceeds {}'s context of {} tokens",
+                llm.name, llm.max_context
+            ))
+            .key("engine.max_model_len")
+            .hint(format!("use max_model_len <= {}", llm.max_context)));
         }
         Some(m) if m as u64 > capacity => {
             return Err(ConfigError::new(format!(
@@ -126,9 +129,13 @@ pub fn plan(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario) -> Result<MemoryPlan, Co
 
 fn no_fit(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario, weights: f64, usable: f64, other: f64) -> ConfigError {
     let tp = s.hardware.tp;
-    let fits = |tp: u32, wbytes: f64| weights / s.model.dtype.bytes() * wbytes / tp as f64 + other < usable * 0.95;
+    // A layout "fits" when it leaves at least 1 GiB per GPU for the KV cache.
+    let fits = |tp: u32, wbytes: f64| weights / s.model.dtype.bytes() * wbytes / tp as f64 + other < usable - GIB;
     let mut fix = Vec::new();
-    if let Some(t) = [2u32, 4, 8, 16].into_iter().find(|&t| t > tp && llm.num_attention_heads % t == 0 && fits(t, s.model.dtype.bytes())) {
+    if let Some(t) = [2u32, 4, 8, 16]
+        .into_iter()
+        .find(|&t| t > tp && llm.num_attention_heads % t == 0 && fits(t, s.model.dtype.bytes()))
+    {
         fix.push(format!("use tp = {t} or more"));
     }
     if s.model.dtype.bytes() > 1.0 && fits(tp, 1.0) {

@@ -79,19 +79,28 @@ impl<C: StepCostModel> ReplicaLoad for Replica<C> {
 
 /// Runs the setup with the given seed, choosing the configured cost model.
 pub fn simulate(setup: &Setup, seed: u64) -> SimOutput {
+    simulate_opts(setup, seed, false)
+}
+
+/// Like [`simulate`], verifying every replica's invariants after every step.
+pub fn simulate_checked(setup: &Setup, seed: u64) -> SimOutput {
+    simulate_opts(setup, seed, true)
+}
+
+fn simulate_opts(setup: &Setup, seed: u64, check: bool) -> SimOutput {
     let s = &setup.scenario;
     match s.cost.model {
         CostModelKind::Roofline => {
             let r = Roofline::new(&setup.llm, &setup.gpu, s.hardware.tp, s.model.dtype, s.model.kv_dtype, &s.cost);
-            simulate_with(setup, seed, |_| r.clone())
+            simulate_with(setup, seed, |_| r.clone(), check)
         }
         CostModelKind::Constant => {
             let t = s.cost.step_time_ms.unwrap_or(1.0) * 1e-3;
-            simulate_with(setup, seed, |_| ConstantStep { time: t })
+            simulate_with(setup, seed, |_| ConstantStep { time: t }, check)
         }
         CostModelKind::Exponential => {
             let t = s.cost.step_time_ms.unwrap_or(1.0) * 1e-3;
-            simulate_with(setup, seed, |r| ExponentialStep::new(t, stream_seed(seed, 100 + r as u64)))
+            simulate_with(setup, seed, |r| ExponentialStep::new(t, stream_seed(seed, 100 + r as u64)), check)
         }
     }
 }
@@ -112,7 +121,15 @@ fn reject_reason(setup: &Setup, prompt: u32, output: u32) -> Option<RejectReason
 }
 
 /// Runs the setup with one cost-model instance per replica from `make_cost`.
-pub fn simulate_with<C: StepCostModel>(setup: &Setup, seed: u64, make_cost: impl Fn(u32) -> C) -> SimOutput {
+/// With `check`, every replica's invariants (KV blocks accounted, never over
+/// capacity, running list consistent) are verified after every step: O(running)
+/// per step, for tests.
+pub fn simulate_with<C: StepCostModel>(
+    setup: &Setup,
+    seed: u64,
+    make_cost: impl Fn(u32) -> C,
+    check: bool,
+) -> SimOutput {
     let s = &setup.scenario;
     let warmup = s.warmup_s;
     let n_rep = s.hardware.replicas as usize;
@@ -191,11 +208,15 @@ pub fn simulate_with<C: StepCostModel>(setup: &Setup, seed: u64, make_cost: impl
                 let r = e.key as usize;
                 let mut t = now;
                 // Run this replica's steps inline while nothing else can happen before they end.
-                let horizon = heap.peek().map_or(f64::INFINITY, |x| x.t).min(next_arrival.map_or(f64::INFINITY, |a| a.arrival));
+                let horizon =
+                    heap.peek().map_or(f64::INFINITY, |x| x.t).min(next_arrival.map_or(f64::INFINITY, |a| a.arrival));
                 loop {
                     let before = completed;
                     let next = replicas[r].finish_step(t, &mut sinks!());
                     in_system -= completed - before;
+                    if check && let Err(msg) = replicas[r].check_invariants() {
+                        panic!("replica {r} at t = {t}: {msg}");
+                    }
                     match next {
                         Some(end) if end < horizon => {
                             area += in_system as f64 * (end - t);

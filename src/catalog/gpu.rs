@@ -68,10 +68,7 @@ impl GpuSpec {
             return Err(format!("`price_per_hour` must be 0 or positive, got {}", self.price_per_hour));
         }
         if !(self.allreduce_latency_us >= 0.0 && self.allreduce_latency_us.is_finite()) {
-            return Err(format!(
-                "`allreduce_latency_us` must be 0 or positive, got {}",
-                self.allreduce_latency_us
-            ));
+            return Err(format!("`allreduce_latency_us` must be 0 or positive, got {}", self.allreduce_latency_us));
         }
         for (k, v) in [
             ("compute_efficiency", self.compute_efficiency),

@@ -130,10 +130,13 @@ impl Catalog {
     }
 }
 
-fn lookup<'a, T>(map: &'a BTreeMap<String, Entry<T>>, name: &str, display: impl Fn(&T) -> &String) -> Option<&'a Entry<T>> {
+fn lookup<'a, T>(
+    map: &'a BTreeMap<String, Entry<T>>,
+    name: &str,
+    display: impl Fn(&T) -> &String,
+) -> Option<&'a Entry<T>> {
     let k = name.to_ascii_lowercase();
-    map.get(&k)
-        .or_else(|| map.values().find(|e| display(&e.spec).eq_ignore_ascii_case(name)))
+    map.get(&k).or_else(|| map.values().find(|e| display(&e.spec).eq_ignore_ascii_case(name)))
 }
 
 /// Parses a TOML text into `T`, turning errors into a located [`ConfigError`].

@@ -131,7 +131,9 @@ impl LoadedScenario {
         }
         err.file = Some(self.path.clone());
         if let Some(key) = err.key.clone() {
-            if let Some(set) = self.overrides.iter().rev().find(|s| s.split('=').next().is_some_and(|k| k.trim() == key)) {
+            if let Some(set) =
+                self.overrides.iter().rev().find(|s| s.split('=').next().is_some_and(|k| k.trim() == key))
+            {
                 err.message = format!("{} (from --set {set})", err.message);
             } else if let Some(off) = locate_key(&self.text, &key) {
                 err = err.at_offset(&self.text, off);

@@ -135,12 +135,12 @@ pub enum RouterKind {
 
 /// `[hardware]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct HardwareConfig {
     /// A file stem in `models/gpu/` (e.g. `h100-sxm`), or a label when `gpu_spec` is given.
     pub gpu: String,
     /// An inline GPU profile instead of a catalogue file.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_spec: Option<GpuSpec>,
     /// Tensor-parallel degree: GPUs per replica.
     pub tp: u32,
@@ -149,7 +149,7 @@ pub struct HardwareConfig {
     /// Routing policy.
     pub router: RouterKind,
     /// Overrides the GPU profile's hourly price (USD per GPU-hour).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub price_per_gpu_hour: Option<f64>,
 }
 
@@ -300,6 +300,17 @@ pub enum LengthDist {
         /// Standard deviation / mean.
         cv: f64,
     },
+}
+
+impl LengthDist {
+    /// The smallest length the distribution can produce.
+    pub fn min_value(&self) -> u32 {
+        match *self {
+            LengthDist::Fixed { value } => value,
+            LengthDist::Uniform { min, .. } => min,
+            LengthDist::Lognormal { .. } => 1,
+        }
+    }
 }
 
 /// `[workload]`.

@@ -10,11 +10,19 @@ fn fail(key: &str, msg: impl Into<String>, hint: impl Into<String>) -> Check {
 }
 
 fn positive(key: &str, v: f64) -> Check {
-    if v.is_finite() && v > 0.0 { Ok(()) } else { fail(key, format!("must be a positive number, got {v}"), "use a value > 0") }
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        fail(key, format!("must be a positive number, got {v}"), "use a value > 0")
+    }
 }
 
 fn non_negative(key: &str, v: f64) -> Check {
-    if v.is_finite() && v >= 0.0 { Ok(()) } else { fail(key, format!("must be 0 or positive, got {v}"), "use a value >= 0") }
+    if v.is_finite() && v >= 0.0 {
+        Ok(())
+    } else {
+        fail(key, format!("must be 0 or positive, got {v}"), "use a value >= 0")
+    }
 }
 
 fn length(key: &str, d: &LengthDist) -> Check {
@@ -42,7 +50,11 @@ fn length(key: &str, d: &LengthDist) -> Check {
                 return fail(key, format!("mean must be at least 1 token, got {mean}"), "set mean >= 1");
             }
             if !(cv.is_finite() && cv > 0.0) {
-                return fail(key, format!("cv must be positive, got {cv}"), "set cv > 0 (use dist = \"fixed\" for no spread)");
+                return fail(
+                    key,
+                    format!("cv must be positive, got {cv}"),
+                    "set cv > 0 (use dist = \"fixed\" for no spread)",
+                );
             }
             Ok(())
         }
@@ -57,7 +69,11 @@ impl Scenario {
                 return fail("duration_s", "both num_requests and duration_s are set", "keep one of them");
             }
             (None, None) => {
-                return fail("num_requests", "the run length is not set", "set num_requests = N or duration_s = seconds");
+                return fail(
+                    "num_requests",
+                    "the run length is not set",
+                    "set num_requests = N or duration_s = seconds",
+                );
             }
             (Some(0), _) => return fail("num_requests", "must be at least 1", "set num_requests >= 1"),
             (_, Some(d)) => positive("duration_s", d)?,
@@ -119,10 +135,18 @@ impl Scenario {
         }
         match (c.model, c.step_time_ms) {
             (CostModelKind::Roofline, Some(_)) => {
-                return fail("cost.step_time_ms", "only applies to model = \"constant\" or \"exponential\"", "remove it, or change cost.model");
+                return fail(
+                    "cost.step_time_ms",
+                    "only applies to model = \"constant\" or \"exponential\"",
+                    "remove it, or change cost.model",
+                );
             }
             (CostModelKind::Constant | CostModelKind::Exponential, None) => {
-                return fail("cost.step_time_ms", "is required by this cost model", "set step_time_ms = <ms per engine step>");
+                return fail(
+                    "cost.step_time_ms",
+                    "is required by this cost model",
+                    "set step_time_ms = <ms per engine step>",
+                );
             }
             (_, Some(t)) => positive("cost.step_time_ms", t)?,
             _ => {}
@@ -131,30 +155,71 @@ impl Scenario {
         match w.arrival {
             ArrivalKind::Offline => {
                 if w.rate.is_some() {
-                    return fail("workload.rate", "is not used by arrival = \"offline\" (all requests arrive at t = 0)", "remove rate, or pick arrival = \"poisson\"");
+                    return fail(
+                        "workload.rate",
+                        "is not used by arrival = \"offline\" (all requests arrive at t = 0)",
+                        "remove rate, or pick arrival = \"poisson\"",
+                    );
+                }
+                if self.warmup_s > 0.0 {
+                    return fail(
+                        "warmup_s",
+                        "every request of an offline run arrives at t = 0, so a warm-up would exclude all of them",
+                        "remove warmup_s (or set it to 0) for arrival = \"offline\"",
+                    );
                 }
                 if self.duration_s.is_some() {
-                    return fail("duration_s", "offline arrivals need a request count", "use num_requests with arrival = \"offline\"");
+                    return fail(
+                        "duration_s",
+                        "offline arrivals need a request count",
+                        "use num_requests with arrival = \"offline\"",
+                    );
                 }
             }
             _ => match w.rate {
-                None => return fail("workload.rate", "is required by this arrival process", "set rate = <requests per second>"),
+                None => {
+                    return fail(
+                        "workload.rate",
+                        "is required by this arrival process",
+                        "set rate = <requests per second>",
+                    );
+                }
                 Some(r) => positive("workload.rate", r)?,
             },
         }
         match w.arrival {
             ArrivalKind::Gamma => match (w.cv, w.burstiness) {
-                (Some(_), Some(_)) => return fail("workload.burstiness", "cv and burstiness are both set", "keep one: cv = 1/sqrt(burstiness)"),
-                (None, None) => return fail("workload.cv", "gamma arrivals need cv or burstiness", "set cv = 2.0 (burstier than Poisson) or burstiness = 0.25"),
+                (Some(_), Some(_)) => {
+                    return fail(
+                        "workload.burstiness",
+                        "cv and burstiness are both set",
+                        "keep one: cv = 1/sqrt(burstiness)",
+                    );
+                }
+                (None, None) => {
+                    return fail(
+                        "workload.cv",
+                        "gamma arrivals need cv or burstiness",
+                        "set cv = 2.0 (burstier than Poisson) or burstiness = 0.25",
+                    );
+                }
                 (Some(v), None) => positive("workload.cv", v)?,
                 (None, Some(b)) => positive("workload.burstiness", b)?,
             },
             _ => {
                 if w.cv.is_some() {
-                    return fail("workload.cv", "only applies to arrival = \"gamma\"", "remove cv, or set arrival = \"gamma\"");
+                    return fail(
+                        "workload.cv",
+                        "only applies to arrival = \"gamma\"",
+                        "remove cv, or set arrival = \"gamma\"",
+                    );
                 }
                 if w.burstiness.is_some() {
-                    return fail("workload.burstiness", "only applies to arrival = \"gamma\"", "remove burstiness, or set arrival = \"gamma\"");
+                    return fail(
+                        "workload.burstiness",
+                        "only applies to arrival = \"gamma\"",
+                        "remove burstiness, or set arrival = \"gamma\"",
+                    );
                 }
             }
         }

@@ -455,7 +455,10 @@ impl<C: StepCostModel> Replica<C> {
                     budget -= c;
                 }
                 if !preempted {
-                    while budget > 0 && self.n_running < self.p.max_num_seqs && self.try_admit(now, budget, false, sinks) {
+                    while budget > 0
+                        && self.n_running < self.p.max_num_seqs
+                        && self.try_admit(now, budget, false, sinks)
+                    {
                         budget -= self.chunks.last().map_or(0, |c| c.1);
                     }
                 }
@@ -597,7 +600,8 @@ impl<C: StepCostModel> Replica<C> {
         if dt <= 0.0 {
             return;
         }
-        let frac = dt / self.step_cost.time.max(f64::MIN_POSITIVE);
+        // Only a step straddling the window start is counted in part.
+        let frac = if self.step_start >= self.window_start { 1.0 } else { dt / (t_end - self.step_start) };
         let s = &mut self.stats;
         s.busy += dt;
         s.flops += self.step_cost.flops * frac;
@@ -635,7 +639,11 @@ impl<C: StepCostModel> Replica<C> {
         }
         let used = self.p.num_blocks - self.free_blocks;
         // During a decode step the step's new blocks are already reserved.
-        let reserved = if self.busy && self.step_decodes { self.phase_count[((self.d) % self.p.block_size as u64) as usize] as u64 } else { 0 };
+        let reserved = if self.busy && self.step_decodes {
+            self.phase_count[((self.d) % self.p.block_size as u64) as usize] as u64
+        } else {
+            0
+        };
         if used != blocks + reserved && used != blocks {
             return Err(format!("{used} blocks in use but sequences hold {blocks} (+{reserved} reserved)"));
         }

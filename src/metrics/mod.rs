@@ -8,4 +8,7 @@ mod summary;
 
 pub use hist::LogHistogram;
 pub use record::{RejectReason, RequestRecord, Status};
-pub use summary::{CostSummary, KvSummary, LatencyMetric, LittlesLaw, SloSummary, Summary, Utilisation, littles_law, slo_checks, summarize};
+pub use summary::{
+    CostSummary, KvSummary, LatencyMetric, LittlesLaw, SloSummary, Summary, Utilisation, littles_law, slo_checks,
+    summarize,
+};

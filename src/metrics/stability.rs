@@ -121,6 +121,12 @@ fn regression(x: &[f64], y: &[f64]) -> (f64, f64) {
     let a = my - b * mx;
     let sse: f64 = x.iter().zip(y).map(|(xi, yi)| (yi - a - b * xi).powi(2)).sum();
     let se = (sse / (n - 2.0) / sxx).sqrt();
-    let t = if se > 0.0 { b / se } else if b > 0.0 { f64::INFINITY } else { 0.0 };
+    let t = if se > 0.0 {
+        b / se
+    } else if b > 0.0 {
+        f64::INFINITY
+    } else {
+        0.0
+    };
     (b, t)
 }

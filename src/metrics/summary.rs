@@ -285,8 +285,14 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
     }
     let failed = failures.values().sum();
     let [ttft, tpot, e2el, queue, pre, norm] = cols;
-    let mut metrics: Vec<(&'static str, Vec<f64>)> =
-        vec![("ttft", ttft), ("tpot", tpot), ("e2el", e2el), ("queue", queue), ("preprocess", pre), ("norm_e2el", norm)];
+    let mut metrics: Vec<(&'static str, Vec<f64>)> = vec![
+        ("ttft", ttft),
+        ("tpot", tpot),
+        ("e2el", e2el),
+        ("queue", queue),
+        ("preprocess", pre),
+        ("norm_e2el", norm),
+    ];
     let mut done: Vec<LatencyMetric> = metrics.par_drain(..).map(|(n, v)| metric(n, v)).collect();
     let norm_m = done.pop().unwrap();
     let pre_m = done.pop().unwrap();
@@ -350,13 +356,12 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
         total_usd,
         usd_per_million_output_tokens: total_usd / out_tok as f64 * 1e6,
         usd_per_completed_request: total_usd / completed as f64,
-        usd_per_slo_met_request: slo_summary.as_ref().filter(|x| x.good_requests > 0).map(|x| total_usd / x.good_requests as f64),
+        usd_per_slo_met_request: slo_summary
+            .as_ref()
+            .filter(|x| x.good_requests > 0)
+            .map(|x| total_usd / x.good_requests as f64),
     };
-    let med_service = if service.is_empty() {
-        f64::NAN
-    } else {
-        super::stats::percentiles(&mut service, &[50.0])[0]
-    };
+    let med_service = if service.is_empty() { f64::NAN } else { super::stats::percentiles(&mut service, &[50.0])[0] };
     let stability = assess(&stab, med_service, s.workload.arrival == ArrivalKind::Offline);
     let stable = match stability.verdict.as_str() {
         "stable" => Some(true),
@@ -422,12 +427,15 @@ pub fn slo_checks(slo: &SloConfig, r: &RequestRecord) -> [bool; 3] {
 /// Little's law over the whole run.
 pub fn littles_law(records: &[RequestRecord], end: f64, area: f64) -> LittlesLaw {
     let n = records.len() as f64;
-    let sojourn: f64 = records
-        .iter()
-        .map(|r| if r.status == Status::Completed { r.last_token - r.arrival } else { 0.0 })
-        .sum();
+    let sojourn: f64 =
+        records.iter().map(|r| if r.status == Status::Completed { r.last_token - r.arrival } else { 0.0 }).sum();
     let l = area / end;
     let lambda = n / end;
     let w = sojourn / n;
-    LittlesLaw { mean_in_system: l, arrival_rate: lambda, mean_time_in_system_s: w, relative_error: (l - lambda * w).abs() / l }
+    LittlesLaw {
+        mean_in_system: l,
+        arrival_rate: lambda,
+        mean_time_in_system_s: w,
+        relative_error: (l - lambda * w).abs() / l,
+    }
 }

@@ -1,6 +1,9 @@
-//! `requests.csv`: one row per request with every timestamp and derived latency.
+//! `requests.csv`: one row per request with every timestamp and derived
+//! latency. Times are in seconds and latencies in milliseconds, both rounded
+//! to the microsecond; an empty cell means "did not happen".
 
 use crate::metrics::{RequestRecord, Status};
+use rayon::prelude::*;
 use std::io::{self, Write};
 
 /// Column names, in order.
@@ -27,67 +30,93 @@ pub const COLUMNS: &[&str] = &[
     "slo_met",
 ];
 
-fn f(buf: &mut ryu::Buffer, out: &mut Vec<u8>, x: f64) {
+/// Appends `x` rounded to `10^-decimals` in fixed point, then a comma.
+fn fixed(out: &mut Vec<u8>, ib: &mut itoa::Buffer, x: f64, decimals: u32) {
     if x.is_finite() {
-        out.extend_from_slice(buf.format_finite(x).as_bytes());
+        let scale = 10i64.pow(decimals);
+        let v = (x * scale as f64).round() as i64;
+        if v < 0 {
+            out.push(b'-');
+        }
+        let v = v.unsigned_abs();
+        out.extend_from_slice(ib.format(v / scale as u64).as_bytes());
+        out.push(b'.');
+        let frac = ib.format(v % scale as u64).as_bytes();
+        out.extend(std::iter::repeat_n(b'0', decimals as usize - frac.len()));
+        out.extend_from_slice(frac);
     }
     out.push(b',');
 }
 
-fn u(buf: &mut itoa::Buffer, out: &mut Vec<u8>, x: u64) {
-    out.extend_from_slice(buf.format(x).as_bytes());
+fn int(out: &mut Vec<u8>, ib: &mut itoa::Buffer, x: u64) {
+    out.extend_from_slice(ib.format(x).as_bytes());
     out.push(b',');
 }
 
-/// Writes the CSV. `slo_met(record)` says whether a completed request met its SLOs (None: no SLOs).
+fn row(line: &mut Vec<u8>, ib: &mut itoa::Buffer, id: usize, r: &RequestRecord, warmup: f64, slo_met: Option<bool>) {
+    int(line, ib, id as u64);
+    if r.replica != u32::MAX {
+        int(line, ib, r.replica as u64);
+    } else {
+        line.push(b',');
+    }
+    let (status, reason) = match r.status {
+        Status::Completed => ("completed", ""),
+        Status::InFlight => ("unfinished", ""),
+        Status::Rejected(why) => ("rejected", why.as_str()),
+    };
+    line.extend_from_slice(status.as_bytes());
+    line.push(b',');
+    line.extend_from_slice(reason.as_bytes());
+    line.push(b',');
+    int(line, ib, (r.arrival >= warmup) as u64);
+    int(line, ib, r.prompt as u64);
+    int(line, ib, r.output as u64);
+    int(line, ib, r.generated as u64);
+    int(line, ib, r.preemptions as u64);
+    for x in [r.arrival, r.admitted, r.first_scheduled, r.first_token, r.last_token] {
+        fixed(line, ib, x, 6);
+    }
+    for x in [r.preprocess(), r.queue_delay(), r.ttft(), r.tpot(), r.e2e()] {
+        fixed(line, ib, x * 1e3, 3);
+    }
+    match slo_met {
+        Some(true) => line.push(b'1'),
+        Some(false) => line.push(b'0'),
+        None => {}
+    }
+    line.push(b'\n');
+}
+
+/// Writes the CSV, formatting blocks of rows in parallel and writing them in
+/// order (the bytes do not depend on the thread count).
+/// `slo_met(record)` says whether a completed request met its SLOs (None: no SLOs).
 pub fn write_requests_csv(
     w: &mut dyn Write,
     records: &[RequestRecord],
     warmup: f64,
-    slo_met: impl Fn(&RequestRecord) -> Option<bool>,
+    slo_met: impl Fn(&RequestRecord) -> Option<bool> + Sync,
 ) -> io::Result<()> {
+    const BLOCK: usize = 16_384;
     w.write_all(COLUMNS.join(",").as_bytes())?;
     w.write_all(b"\n")?;
-    let mut fb = ryu::Buffer::new();
-    let mut ib = itoa::Buffer::new();
-    let mut line = Vec::with_capacity(1 << 16);
-    for (id, r) in records.iter().enumerate() {
-        u(&mut ib, &mut line, id as u64);
-        if r.replica != u32::MAX {
-            u(&mut ib, &mut line, r.replica as u64);
-        } else {
-            line.push(b',');
-        }
-        let (status, reason) = match r.status {
-            Status::Completed => ("completed", ""),
-            Status::InFlight => ("unfinished", ""),
-            Status::Rejected(why) => ("rejected", why.as_str()),
-        };
-        line.extend_from_slice(status.as_bytes());
-        line.push(b',');
-        line.extend_from_slice(reason.as_bytes());
-        line.push(b',');
-        u(&mut ib, &mut line, (r.arrival >= warmup) as u64);
-        u(&mut ib, &mut line, r.prompt as u64);
-        u(&mut ib, &mut line, r.output as u64);
-        u(&mut ib, &mut line, r.generated as u64);
-        u(&mut ib, &mut line, r.preemptions as u64);
-        for x in [r.arrival, r.admitted, r.first_scheduled, r.first_token, r.last_token] {
-            f(&mut fb, &mut line, x);
-        }
-        for x in [r.preprocess(), r.queue_delay(), r.ttft(), r.tpot(), r.e2e()] {
-            f(&mut fb, &mut line, x * 1e3);
-        }
-        match slo_met(r) {
-            Some(true) => line.push(b'1'),
-            Some(false) => line.push(b'0'),
-            None => {}
-        }
-        line.push(b'\n');
-        if line.len() > (1 << 16) - 512 {
-            w.write_all(&line)?;
-            line.clear();
+    for group in records.chunks(BLOCK * 8).enumerate() {
+        let (g, recs) = group;
+        let blocks: Vec<Vec<u8>> = recs
+            .par_chunks(BLOCK)
+            .enumerate()
+            .map(|(b, chunk)| {
+                let mut ib = itoa::Buffer::new();
+                let mut out = Vec::with_capacity(chunk.len() * 128);
+                for (k, r) in chunk.iter().enumerate() {
+                    row(&mut out, &mut ib, g * BLOCK * 8 + b * BLOCK + k, r, warmup, slo_met(r));
+                }
+                out
+            })
+            .collect();
+        for b in blocks {
+            w.write_all(&b)?;
         }
     }
-    w.write_all(&line)
+    Ok(())
 }

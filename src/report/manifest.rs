@@ -40,7 +40,14 @@ pub struct Manifest {
 }
 
 /// Builds the manifest of a run.
-pub fn manifest(setup: &Setup, seed: u64, scenario_file: &str, sha256: &str, overrides: &[String], command: Vec<String>) -> Manifest {
+pub fn manifest(
+    setup: &Setup,
+    seed: u64,
+    scenario_file: &str,
+    sha256: &str,
+    overrides: &[String],
+    command: Vec<String>,
+) -> Manifest {
     Manifest {
         servesim_version: env!("CARGO_PKG_VERSION").to_string(),
         command,

@@ -64,16 +64,28 @@ pub fn format_summary(s: &Summary) -> String {
     if let Some(slo) = &s.slo {
         rule(&mut o, "SLOs");
         let fmt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v} ms"));
-        row(&mut o, "Objectives (TTFT / TPOT / E2E)", format!("{} / {} / {}", fmt(slo.ttft_ms), fmt(slo.tpot_ms), fmt(slo.e2e_ms)));
+        row(
+            &mut o,
+            "Objectives (TTFT / TPOT / E2E)",
+            format!("{} / {} / {}", fmt(slo.ttft_ms), fmt(slo.tpot_ms), fmt(slo.e2e_ms)),
+        );
         row(&mut o, "SLO attainment (%)", num(slo.attainment * 100.0, 2));
     }
     rule(&mut o, "Utilisation");
     let u = &s.utilisation;
     row(&mut o, "GPU busy (%)", num(u.gpu_busy_fraction * 100.0, 1));
     row(&mut o, "Mean batch size (seqs / step)", num(u.mean_batch_size, 1));
-    row(&mut o, "Mean running / waiting per replica", format!("{} / {}", num(u.mean_running, 1), num(u.mean_waiting, 1)));
+    row(
+        &mut o,
+        "Mean running / waiting per replica",
+        format!("{} / {}", num(u.mean_running, 1), num(u.mean_waiting, 1)),
+    );
     row(&mut o, "MFU / MBU (%)", format!("{} / {}", num(u.mfu * 100.0, 1), num(u.mbu * 100.0, 1)));
-    row(&mut o, "KV cache mean / peak (%)", format!("{} / {}", num(s.kv_cache.mean_occupancy * 100.0, 1), num(s.kv_cache.peak_occupancy * 100.0, 1)));
+    row(
+        &mut o,
+        "KV cache mean / peak (%)",
+        format!("{} / {}", num(s.kv_cache.mean_occupancy * 100.0, 1), num(s.kv_cache.peak_occupancy * 100.0, 1)),
+    );
     row(&mut o, "Preemptions", u.preemptions);
     rule(&mut o, "Cost");
     let c = &s.cost;
@@ -92,19 +104,54 @@ pub fn format_check(setup: &Setup) -> String {
     let m = &setup.memory;
     let s = &setup.scenario;
     let _ = writeln!(o, "scenario \"{}\" is valid", s.name);
-    let _ = writeln!(o, "model: {} ({:.2} B parameters, {}) from {}", setup.llm.name, m.params / 1e9, s.model.dtype.as_str(), setup.llm_origin);
-    let _ = writeln!(o, "gpu:   {} ({} GB, {} GB/s, {} BF16 TFLOP/s) from {}", setup.gpu.name, setup.gpu.memory_gb, setup.gpu.memory_bandwidth_gbps, setup.gpu.bf16_tflops, setup.gpu_origin);
-    let _ = writeln!(o, "layout: {} replica(s) × tp {} = {} GPUs, router {:?}", s.hardware.replicas, s.hardware.tp, s.hardware.replicas * s.hardware.tp, s.hardware.router);
+    let _ = writeln!(
+        o,
+        "model: {} ({:.2} B parameters, {}) from {}",
+        setup.llm.name,
+        m.params / 1e9,
+        s.model.dtype.as_str(),
+        setup.llm_origin
+    );
+    let _ = writeln!(
+        o,
+        "gpu:   {} ({} GB, {} GB/s, {} BF16 TFLOP/s) from {}",
+        setup.gpu.name, setup.gpu.memory_gb, setup.gpu.memory_bandwidth_gbps, setup.gpu.bf16_tflops, setup.gpu_origin
+    );
+    let _ = writeln!(
+        o,
+        "layout: {} replica(s) × tp {} = {} GPUs, router {:?}",
+        s.hardware.replicas,
+        s.hardware.tp,
+        s.hardware.replicas * s.hardware.tp,
+        s.hardware.router
+    );
     rule(&mut o, "Memory plan per GPU");
     row(&mut o, "GPU memory (GiB)", num(m.gpu_memory_gib, 2));
-    row(&mut o, &format!("Usable at utilisation {} (GiB)", s.engine.gpu_memory_utilization), num(m.usable_gib_per_gpu, 2));
-    row(&mut o, "Weights (GiB)", format!("{} (of {} total)", num(m.weights_gib_per_gpu, 2), num(m.weights_gib_total, 2)));
+    row(
+        &mut o,
+        &format!("Usable at utilisation {} (GiB)", s.engine.gpu_memory_utilization),
+        num(m.usable_gib_per_gpu, 2),
+    );
+    row(
+        &mut o,
+        "Weights (GiB)",
+        format!("{} (of {} total)", num(m.weights_gib_per_gpu, 2), num(m.weights_gib_total, 2)),
+    );
     row(&mut o, "Activations, profiled (GiB)", num(m.activation_gib_per_gpu, 2));
     row(&mut o, "Reserve (GiB)", num(m.reserve_gib_per_gpu, 2));
     row(&mut o, "KV cache (GiB)", num(m.kv_gib_per_gpu, 2));
     rule(&mut o, "KV cache per replica");
     row(&mut o, "KV bytes per token per GPU", num(m.kv_bytes_per_token_per_gpu, 0));
-    row(&mut o, "Blocks × block size", format!("{} × {}{}", m.num_blocks, m.block_size, if m.blocks_overridden { " (fixed by engine.num_gpu_blocks)" } else { "" }));
+    row(
+        &mut o,
+        "Blocks × block size",
+        format!(
+            "{} × {}{}",
+            m.num_blocks,
+            m.block_size,
+            if m.blocks_overridden { " (fixed by engine.num_gpu_blocks)" } else { "" }
+        ),
+    );
     row(&mut o, "KV capacity (tokens)", m.kv_capacity_tokens);
     row(&mut o, "max_model_len (tokens)", m.max_model_len);
     row(&mut o, "Max concurrent seqs at max_model_len", m.max_seqs_at_max_len);

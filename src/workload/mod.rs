@@ -11,8 +11,8 @@ mod dist;
 pub use dist::{ArrivalSampler, LengthSampler, stream_seed};
 
 use crate::config::{ArrivalKind, Scenario};
-use rand_pcg::Pcg64Mcg;
 use rand::SeedableRng;
+use rand_pcg::Pcg64Mcg;
 
 /// One generated request.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -89,6 +89,10 @@ impl Iterator for Generator {
         }
         self.t = t;
         self.emitted += 1;
-        Some(RequestSpec { arrival: t, prompt: self.prompt.sample(&mut self.rng_p), output: self.output.sample(&mut self.rng_o) })
+        Some(RequestSpec {
+            arrival: t,
+            prompt: self.prompt.sample(&mut self.rng_p),
+            output: self.output.sample(&mut self.rng_o),
+        })
     }
 }

@@ -1,0 +1,187 @@
+//! End-to-end tests of the `servesim` binary: commands, files, exit codes and
+//! error messages.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn servesim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_servesim"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run servesim")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// Runs servesim on a scenario text written to a temporary file; returns (code, stdout, stderr).
+fn on_scenario(toml: &str, extra: &[&str]) -> (i32, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.toml");
+    std::fs::write(&file, toml).unwrap();
+    let out = dir.path().join("out");
+    let mut args = vec!["run", file.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let o = servesim(&args);
+    let (so, se) = text(&o);
+    assert!(!se.contains("panicked"), "servesim panicked: {se}");
+    (o.status.code().unwrap_or(-1), so, se)
+}
+
+const QUICK: &str = include_str!("../scenarios/quickstart.toml");
+
+#[test]
+fn run_writes_results_and_refuses_to_overwrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("res");
+    let o = servesim(&["run", "scenarios/quickstart.toml", "--out", out.to_str().unwrap(), "--set", "num_requests=400"]);
+    let (so, se) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{se}");
+    for k in ["Successful requests:", "Mean TTFT (ms):", "P99 TPOT (ms):", "Median ITL (ms):", "SLO attainment (%):", "Stability:"] {
+        assert!(so.contains(k), "summary lacks {k}:\n{so}");
+    }
+    for f in ["summary.json", "requests.csv", "manifest.json"] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+    let csv = std::fs::read_to_string(out.join("requests.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 401);
+    let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["overrides"][0], "num_requests=400");
+    assert_eq!(manifest["resolved_scenario"]["engine"]["block_size"], 16);
+    assert_eq!(manifest["scenario_sha256"].as_str().unwrap().len(), 64);
+    assert!(manifest["memory_plan"]["num_blocks"].as_u64().unwrap() > 1000);
+    // No temporary files are left behind.
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 3);
+
+    let before = std::fs::read(out.join("summary.json")).unwrap();
+    let again = servesim(&["run", "scenarios/quickstart.toml", "--out", out.to_str().unwrap(), "--set", "num_requests=50"]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(text(&again).1.contains("already holds results"), "{}", text(&again).1);
+    assert_eq!(std::fs::read(out.join("summary.json")).unwrap(), before, "results were touched");
+    let forced = servesim(&["run", "scenarios/quickstart.toml", "--out", out.to_str().unwrap(), "--set", "num_requests=50", "--force", "-q"]);
+    assert_eq!(forced.status.code(), Some(0));
+    assert!(forced.stdout.is_empty());
+    assert_ne!(std::fs::read(out.join("summary.json")).unwrap(), before);
+}
+
+#[test]
+fn seed_flag_changes_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |seed: &str, name: &str| {
+        let out = dir.path().join(name);
+        let o = servesim(&["run", "scenarios/quickstart.toml", "--out", out.to_str().unwrap(), "--set", "num_requests=100", "--seed", seed, "-q"]);
+        assert_eq!(o.status.code(), Some(0));
+        std::fs::read_to_string(out.join("requests.csv")).unwrap()
+    };
+    assert_ne!(run("1", "a"), run("2", "b"));
+    assert_eq!(run("1", "c"), run("1", "d"));
+}
+
+#[test]
+fn check_prints_memory_plan() {
+    let o = servesim(&["check", "scenarios/quickstart.toml"]);
+    let (so, se) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{se}");
+    for k in ["is valid", "Weights (GiB)", "KV capacity (tokens)", "Max concurrent seqs", "max_num_batched_tokens = 8192"] {
+        assert!(so.contains(k), "check output lacks {k}:\n{so}");
+    }
+}
+
+#[test]
+fn list_models_and_gpus() {
+    let (m, _) = text(&servesim(&["list", "models"]));
+    for k in ["llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "llama-2-70b", "mistral-7b", "mixtral-8x7b", "qwen2.5-7b", "qwen2.5-72b"] {
+        assert!(m.contains(k), "{k} missing from list models");
+    }
+    let (g, _) = text(&servesim(&["list", "gpus"]));
+    for k in ["a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "b200", "l40s", "l4", "mi300x"] {
+        assert!(g.contains(k), "{k} missing from list gpus");
+    }
+    assert_eq!(servesim(&["list", "cpus"]).status.code(), Some(2));
+}
+
+#[test]
+fn malformed_toml_names_line_and_column() {
+    let bad = QUICK.replace("rate = 10.0", "rate = = 10.0");
+    let (code, _, err) = on_scenario(&bad, &[]);
+    assert_eq!(code, 2);
+    let line = QUICK.lines().position(|l| l.starts_with("rate = 10.0")).unwrap() + 1;
+    assert!(err.contains(&format!("bad.toml:{line}:")), "no line {line} in: {err}");
+}
+
+#[test]
+fn unknown_key_is_named_with_a_suggestion() {
+    let bad = QUICK.replace("max_num_seqs = 256", "max_num_seq = 256");
+    let (code, _, err) = on_scenario(&bad, &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("max_num_seq"), "{err}");
+    assert!(err.contains("did you mean `max_num_seqs`"), "{err}");
+    let line = QUICK.lines().position(|l| l.starts_with("max_num_seqs")).unwrap() + 1;
+    assert!(err.contains(&format!(":{line}:")), "{err}");
+}
+
+#[test]
+fn impossible_values_say_what_is_allowed() {
+    let cases: [(&str, &str, &str); 5] = [
+        ("rate = 10.0", "rate = -3.0", "workload.rate"),
+        ("tp = 1", "tp = 0", "hardware.tp"),
+        ("gpu_memory_utilization = 0.9", "gpu_memory_utilization = 1.5", "engine.gpu_memory_utilization"),
+        ("output_tokens = { dist = \"lognormal\", mean = 250, cv = 0.8 }", "output_tokens = { dist = \"fixed\", value = 200000 }", "workload.output_tokens"),
+        ("replicas = 1", "replicas = 0", "hardware.replicas"),
+    ];
+    for (from, to, key) in cases {
+        let bad = QUICK.replace(from, to);
+        assert_ne!(bad, QUICK);
+        let (code, _, err) = on_scenario(&bad, &[]);
+        assert_eq!(code, 2, "{to}: {err}");
+        assert!(err.contains(key), "{to}: error does not name {key}: {err}");
+        assert!(err.contains("fix:"), "{to}: no fix given: {err}");
+        let line = QUICK.lines().position(|l| l.starts_with(from.split(' ').next().unwrap())).unwrap() + 1;
+        assert!(err.contains(&format!(":{line}:")), "{to}: line {line} not named: {err}");
+    }
+}
+
+#[test]
+fn model_that_does_not_fit_says_how_to_fix_it() {
+    let (code, _, err) = on_scenario(QUICK, &["--set", "model.name=llama-3.1-70b"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("Llama-3.1-70B in bf16 needs"), "{err}");
+    assert!(err.contains("tp = 2"), "{err}");
+    assert!(err.contains("fp8"), "{err}");
+}
+
+#[test]
+fn unknown_model_gets_a_suggestion() {
+    let (code, _, err) = on_scenario(QUICK, &["--set", "model.name=llama-3.1-8"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown model \"llama-3.1-8\""), "{err}");
+    assert!(err.contains("did you mean"), "{err}");
+}
+
+#[test]
+fn bad_overrides_and_missing_files() {
+    let (code, _, err) = on_scenario(QUICK, &["--set", "workload.rte=3"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--set workload.rte=3") && err.contains("did you mean `rate`"), "{err}");
+    let (code, _, err) = on_scenario(QUICK, &["--set", "novalue"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("key.path=value"), "{err}");
+    let o = servesim(&["run", "scenarios/does-not-exist.toml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).1.contains("does-not-exist.toml"));
+    assert_eq!(servesim(&["run"]).status.code(), Some(2));
+    assert_eq!(servesim(&["frobnicate"]).status.code(), Some(2));
+}
+
+#[test]
+fn shipped_scenarios_all_check() {
+    for e in std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            let o = servesim(&["check", p.to_str().unwrap()]);
+            assert_eq!(o.status.code(), Some(0), "{}: {}", p.display(), text(&o).1);
+        }
+    }
+}

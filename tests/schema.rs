@@ -1,0 +1,191 @@
+//! `summary.json` must match the committed JSON Schema,
+//! `schema/summary.schema.json`. Each test runs the library in-process and
+//! validates the serialised `Summary`, so a renamed, added or retyped field
+//! fails here until the schema is updated with it.
+
+use serde_json::Value;
+use servesim::{Catalog, config::load_scenario_str};
+use std::path::Path;
+
+const SCHEMA: &str = include_str!("../schema/summary.schema.json");
+const QUICKSTART: &str = include_str!("../scenarios/quickstart.toml");
+
+/// Offline batch without `[slo]`, two replicas and a short `max_model_len`
+/// so some requests are rejected (fills `failures_by_reason`).
+const OFFLINE: &str = r#"
+name = "offline-schema"
+seed = 3
+num_requests = 400
+
+[model]
+name = "llama-3.1-8b"
+dtype = "bf16"
+
+[hardware]
+gpu = "h100-sxm"
+tp = 1
+replicas = 2
+router = "round-robin"
+
+[engine]
+max_model_len = 2048
+
+[workload]
+arrival = "offline"
+prompt_tokens = { dist = "lognormal", mean = 1000, cv = 1.0 }
+output_tokens = { dist = "lognormal", mean = 250, cv = 0.8 }
+"#;
+
+fn schema() -> Value {
+    serde_json::from_str(SCHEMA).expect("schema/summary.schema.json is not valid JSON")
+}
+
+/// Runs a scenario text with `--set`-style overrides; returns summary.json as a value.
+fn summary_json(text: &str, name: &str, sets: &[&str]) -> Value {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let loaded = load_scenario_str(text, Path::new(name), &sets).expect("scenario loads");
+    let catalog = Catalog::builtin().expect("builtin catalog");
+    let report = servesim::run(&loaded.scenario, &catalog).expect("run succeeds");
+    serde_json::to_value(&report.summary).expect("summary serialises")
+}
+
+/// Schema errors as "instance path: message" lines (empty when valid).
+fn schema_errors(instance: &Value) -> Vec<String> {
+    let schema = schema();
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    validator
+        .iter_errors(instance)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            format!("  {}: {e}", if path.is_empty() { "/" } else { &path })
+        })
+        .collect()
+}
+
+fn assert_valid(instance: &Value, what: &str) {
+    let errors = schema_errors(instance);
+    assert!(
+        errors.is_empty(),
+        "{what}: summary.json does not match schema/summary.schema.json ({} errors):\n{}",
+        errors.len(),
+        errors.join("\n")
+    );
+}
+
+#[test]
+fn schema_is_valid_draft_2020_12() {
+    let schema = schema();
+    if let Err(e) = jsonschema::meta::validate(&schema) {
+        panic!("schema/summary.schema.json is not a valid JSON Schema: {}: {e}", e.instance_path());
+    }
+    assert_eq!(schema["$schema"], "https://json-schema.org/draft/2020-12/schema");
+    assert_eq!(schema["$id"], "https://servesim.dev/schema/summary.schema.json");
+}
+
+/// Every object schema is closed and requires all its properties; every
+/// property has a description.
+#[test]
+fn schema_is_strict_and_documented() {
+    fn walk(node: &Value, at: &str, problems: &mut Vec<String>) {
+        match node {
+            Value::Object(map) => {
+                if let Some(Value::Object(props)) = map.get("properties") {
+                    if map.get("additionalProperties") != Some(&Value::Bool(false)) {
+                        problems.push(format!("{at}: additionalProperties is not false"));
+                    }
+                    let required: Vec<&str> = map
+                        .get("required")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .collect();
+                    for (key, sub) in props {
+                        if !required.contains(&key.as_str()) {
+                            problems.push(format!("{at}/properties/{key}: not required"));
+                        }
+                        if sub.get("description").and_then(Value::as_str).is_none_or(str::is_empty) {
+                            problems.push(format!("{at}/properties/{key}: no description"));
+                        }
+                    }
+                }
+                for (key, sub) in map {
+                    walk(sub, &format!("{at}/{key}"), problems);
+                }
+            }
+            Value::Array(items) => {
+                for (i, sub) in items.iter().enumerate() {
+                    walk(sub, &format!("{at}/{i}"), problems);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut problems = Vec::new();
+    walk(&schema(), "#", &mut problems);
+    assert!(problems.is_empty(), "schema problems:\n  {}", problems.join("\n  "));
+}
+
+#[test]
+fn quickstart_summary_matches_schema() {
+    let json = summary_json(QUICKSTART, "quickstart.toml", &["num_requests=300"]);
+    assert_valid(&json, "quickstart (300 requests)");
+    assert_eq!(json["num_requests"], 300);
+    assert_eq!(json["slo"]["ttft_ms"], 500.0);
+    assert!(json["slo"]["e2e_ms"].is_null(), "no E2E objective in quickstart");
+    assert!(json["p99.9_ttft_ms"].is_f64(), "flattened percentile key present");
+    assert_eq!(json["utilisation"]["requests_per_replica"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn overloaded_summary_matches_schema() {
+    let json = summary_json(QUICKSTART, "quickstart.toml", &["workload.rate=60", "num_requests=2000"]);
+    assert_valid(&json, "quickstart at rate 60 (overloaded)");
+    assert_eq!(json["stable"], false);
+    assert_eq!(json["stability"]["verdict"], "overloaded");
+    assert!(json["stability"]["slope_t_stat"].as_f64().is_some_and(|t| t > 3.0), "{}", json["stability"]);
+}
+
+#[test]
+fn offline_summary_without_slo_matches_schema() {
+    let json = summary_json(OFFLINE, "offline.toml", &[]);
+    assert_valid(&json, "offline, no [slo]");
+    assert!(json["slo"].is_null());
+    assert!(json["request_goodput"].is_null());
+    assert!(json["stable"].is_null());
+    assert_eq!(json["stability"]["verdict"], "not_applicable");
+    assert!(json["stability"]["slope_t_stat"].is_null(), "NaN is written as null");
+    assert_eq!(json["utilisation"]["requests_per_replica"].as_array().map(Vec::len), Some(2));
+    let failures = json["failures_by_reason"]["exceeds_max_model_len"].as_u64().unwrap_or(0);
+    assert!(failures > 0, "max_model_len = 2048 should reject some requests: {}", json["failures_by_reason"]);
+    assert_eq!(json["failed"].as_u64(), Some(failures));
+}
+
+/// A warm-up longer than an offline batch measures nothing: every latency
+/// statistic and ratio is undefined (null) and must still validate.
+#[test]
+fn summary_with_nothing_measured_matches_schema() {
+    let json = summary_json(OFFLINE, "offline.toml", &["warmup_s=10", "num_requests=50"]);
+    assert_valid(&json, "offline with everything in the warm-up");
+    assert_eq!(json["measured_requests"], 0);
+    assert_eq!(json["ttft_count"], 0);
+    assert!(json["mean_ttft_ms"].is_null());
+    assert!(json["cost"]["usd_per_completed_request"].is_null());
+}
+
+/// The schema catches drift: a renamed field, a wrong type and an unknown
+/// verdict are all reported with their instance paths.
+#[test]
+fn schema_rejects_drifted_summary() {
+    let mut json = summary_json(QUICKSTART, "quickstart.toml", &["num_requests=100"]);
+    let obj = json.as_object_mut().unwrap();
+    let v = obj.remove("ttft_count").unwrap();
+    obj.insert("ttft_n".into(), v);
+    json["completed"] = Value::from(-1);
+    json["stability"]["verdict"] = Value::from("fine");
+    json["utilisation"]["extra"] = Value::from(1);
+    let errors = schema_errors(&json).join("\n");
+    for needle in ["ttft_count", "ttft_n", "/completed", "/stability/verdict", "/utilisation"] {
+        assert!(errors.contains(needle), "expected an error mentioning {needle:?}, got:\n{errors}");
+    }
+}
