@@ -201,7 +201,7 @@ fn list(c: &Catalog, what: ListWhat) -> String {
             for e in c.gpus.values() {
                 let s = &e.spec;
                 o += &format!(
-                    "{:<16} {:<12} {:>7} {:>8} {:>8} {:>8} {:>9} {:>7.2}  {}\n",
+                    "{:<16} {:<15} {:>7} {:>8} {:>8} {:>8} {:>9} {:>7.2}  {}\n",
                     e.key,
                     s.name,
                     s.memory_gb,

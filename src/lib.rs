@@ -89,7 +89,10 @@ pub struct Setup {
 }
 
 fn unknown(kind: &str, name: &str, known: Vec<&String>, key: &str) -> ConfigError {
-    let best = known.iter().min_by_key(|k| error::edit_distance(name, k));
+    let best = known
+        .iter()
+        .min_by_key(|k| error::edit_distance(name, k))
+        .filter(|k| error::edit_distance(name, k) <= name.len() / 3 + 1);
     let list = known.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
     let mut hint =
         format!("known {kind}s: {list}; or add models/{}/{name}.toml", if kind == "model" { "llm" } else { "gpu" });
@@ -154,7 +157,9 @@ pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
         num_blocks: memory.num_blocks,
     };
     let price_per_gpu_hour = s.hardware.price_per_gpu_hour.unwrap_or(gpu.price_per_hour);
-    Ok(Setup { scenario: s.clone(), llm, llm_origin, gpu, gpu_origin, memory, engine, price_per_gpu_hour })
+    let mut scenario = s.clone();
+    scenario.engine.max_model_len = Some(memory.max_model_len);
+    Ok(Setup { scenario, llm, llm_origin, gpu, gpu_origin, memory, engine, price_per_gpu_hour })
 }
 
 fn origin(o: &Origin) -> String {

@@ -75,14 +75,12 @@ pub fn plan(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario) -> Result<MemoryPlan, Co
     let kv_heads_per_gpu = (llm.num_kv_heads as f64 / tp as f64).ceil();
     let kv_tok = 2.0 * llm.num_layers as f64 * kv_heads_per_gpu * llm.head_dim as f64 * s.model.kv_dtype.bytes();
     let kv_bytes = usable - per_gpu_w - act - reserve;
+    if kv_bytes <= 0.0 {
+        return Err(no_fit(llm, gpu, s, weights, usable, act + reserve));
+    }
     let (num_blocks, overridden) = match e.num_gpu_blocks {
         Some(n) => (n, true),
-        None => {
-            if kv_bytes <= 0.0 {
-                return Err(no_fit(llm, gpu, s, weights, usable, act + reserve));
-            }
-            ((kv_bytes / (kv_tok * e.block_size as f64)).floor() as u64, false)
-        }
+        None => ((kv_bytes / (kv_tok * e.block_size as f64)).floor() as u64, false),
     };
     if num_blocks == 0 {
         return Err(no_fit(llm, gpu, s, weights, usable, act + reserve));

@@ -36,10 +36,18 @@ const QUICK: &str = include_str!("../scenarios/quickstart.toml");
 fn run_writes_results_and_refuses_to_overwrite() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("res");
-    let o = servesim(&["run", "scenarios/quickstart.toml", "--out", out.to_str().unwrap(), "--set", "num_requests=400"]);
+    let o =
+        servesim(&["run", "scenarios/quickstart.toml", "--out", out.to_str().unwrap(), "--set", "num_requests=400"]);
     let (so, se) = text(&o);
     assert_eq!(o.status.code(), Some(0), "{se}");
-    for k in ["Successful requests:", "Mean TTFT (ms):", "P99 TPOT (ms):", "Median ITL (ms):", "SLO attainment (%):", "Stability:"] {
+    for k in [
+        "Successful requests:",
+        "Mean TTFT (ms):",
+        "P99 TPOT (ms):",
+        "Median ITL (ms):",
+        "SLO attainment (%):",
+        "Stability:",
+    ] {
         assert!(so.contains(k), "summary lacks {k}:\n{so}");
     }
     for f in ["summary.json", "requests.csv", "manifest.json"] {
@@ -47,7 +55,8 @@ fn run_writes_results_and_refuses_to_overwrite() {
     }
     let csv = std::fs::read_to_string(out.join("requests.csv")).unwrap();
     assert_eq!(csv.lines().count(), 401);
-    let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["overrides"][0], "num_requests=400");
     assert_eq!(manifest["resolved_scenario"]["engine"]["block_size"], 16);
     assert_eq!(manifest["scenario_sha256"].as_str().unwrap().len(), 64);
@@ -56,11 +65,21 @@ fn run_writes_results_and_refuses_to_overwrite() {
     assert_eq!(std::fs::read_dir(&out).unwrap().count(), 3);
 
     let before = std::fs::read(out.join("summary.json")).unwrap();
-    let again = servesim(&["run", "scenarios/quickstart.toml", "--out", out.to_str().unwrap(), "--set", "num_requests=50"]);
+    let again =
+        servesim(&["run", "scenarios/quickstart.toml", "--out", out.to_str().unwrap(), "--set", "num_requests=50"]);
     assert_eq!(again.status.code(), Some(2));
     assert!(text(&again).1.contains("already holds results"), "{}", text(&again).1);
     assert_eq!(std::fs::read(out.join("summary.json")).unwrap(), before, "results were touched");
-    let forced = servesim(&["run", "scenarios/quickstart.toml", "--out", out.to_str().unwrap(), "--set", "num_requests=50", "--force", "-q"]);
+    let forced = servesim(&[
+        "run",
+        "scenarios/quickstart.toml",
+        "--out",
+        out.to_str().unwrap(),
+        "--set",
+        "num_requests=50",
+        "--force",
+        "-q",
+    ]);
     assert_eq!(forced.status.code(), Some(0));
     assert!(forced.stdout.is_empty());
     assert_ne!(std::fs::read(out.join("summary.json")).unwrap(), before);
@@ -71,7 +90,17 @@ fn seed_flag_changes_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let run = |seed: &str, name: &str| {
         let out = dir.path().join(name);
-        let o = servesim(&["run", "scenarios/quickstart.toml", "--out", out.to_str().unwrap(), "--set", "num_requests=100", "--seed", seed, "-q"]);
+        let o = servesim(&[
+            "run",
+            "scenarios/quickstart.toml",
+            "--out",
+            out.to_str().unwrap(),
+            "--set",
+            "num_requests=100",
+            "--seed",
+            seed,
+            "-q",
+        ]);
         assert_eq!(o.status.code(), Some(0));
         std::fs::read_to_string(out.join("requests.csv")).unwrap()
     };
@@ -84,7 +113,9 @@ fn check_prints_memory_plan() {
     let o = servesim(&["check", "scenarios/quickstart.toml"]);
     let (so, se) = text(&o);
     assert_eq!(o.status.code(), Some(0), "{se}");
-    for k in ["is valid", "Weights (GiB)", "KV capacity (tokens)", "Max concurrent seqs", "max_num_batched_tokens = 8192"] {
+    for k in
+        ["is valid", "Weights (GiB)", "KV capacity (tokens)", "Max concurrent seqs", "max_num_batched_tokens = 8192"]
+    {
         assert!(so.contains(k), "check output lacks {k}:\n{so}");
     }
 }
@@ -92,7 +123,16 @@ fn check_prints_memory_plan() {
 #[test]
 fn list_models_and_gpus() {
     let (m, _) = text(&servesim(&["list", "models"]));
-    for k in ["llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "llama-2-70b", "mistral-7b", "mixtral-8x7b", "qwen2.5-7b", "qwen2.5-72b"] {
+    for k in [
+        "llama-3.1-8b",
+        "llama-3.1-70b",
+        "llama-3.1-405b",
+        "llama-2-70b",
+        "mistral-7b",
+        "mixtral-8x7b",
+        "qwen2.5-7b",
+        "qwen2.5-72b",
+    ] {
         assert!(m.contains(k), "{k} missing from list models");
     }
     let (g, _) = text(&servesim(&["list", "gpus"]));
@@ -128,7 +168,11 @@ fn impossible_values_say_what_is_allowed() {
         ("rate = 10.0", "rate = -3.0", "workload.rate"),
         ("tp = 1", "tp = 0", "hardware.tp"),
         ("gpu_memory_utilization = 0.9", "gpu_memory_utilization = 1.5", "engine.gpu_memory_utilization"),
-        ("output_tokens = { dist = \"lognormal\", mean = 250, cv = 0.8 }", "output_tokens = { dist = \"fixed\", value = 200000 }", "workload.output_tokens"),
+        (
+            "output_tokens = { dist = \"lognormal\", mean = 250, cv = 0.8 }",
+            "output_tokens = { dist = \"fixed\", value = 200000 }",
+            "workload.output_tokens",
+        ),
         ("replicas = 1", "replicas = 0", "hardware.replicas"),
     ];
     for (from, to, key) in cases {

@@ -7,7 +7,8 @@ use std::path::Path;
 
 fn files_with_threads(threads: usize, sets: &[&str]) -> (Vec<u8>, Vec<u8>) {
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    let loaded = load_scenario(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/quickstart.toml")), &sets).unwrap();
+    let loaded =
+        load_scenario(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/quickstart.toml")), &sets).unwrap();
     let setup = servesim::resolve(&loaded.scenario, &Catalog::builtin().unwrap()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();

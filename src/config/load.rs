@@ -46,10 +46,16 @@ pub fn load_scenario_str(text: &str, path: &Path, sets: &[String]) -> Result<Loa
             return Err(match toml::from_str::<Scenario>(text) {
                 Err(fe) => ConfigError::from_toml(&fe, text, path),
                 Ok(_) => {
+                    // Name the first override that breaks the file on its own.
+                    let culprit = sets.iter().find(|s| {
+                        let mut t: toml::Table = toml::from_str(text).unwrap_or_default();
+                        apply_set(&mut t, s).is_err() || Scenario::deserialize(t).is_err()
+                    });
                     let mut err = ConfigError::from_toml(&e, "", path);
                     err.line = None;
                     err.column = None;
-                    err.message = format!("in --set {}: {}", sets.join(" --set "), err.message);
+                    let which = culprit.cloned().unwrap_or_else(|| sets.join(" --set "));
+                    err.message = format!("in --set {which}: {}", err.message);
                     err
                 }
             });
@@ -135,8 +141,13 @@ impl LoadedScenario {
                 self.overrides.iter().rev().find(|s| s.split('=').next().is_some_and(|k| k.trim() == key))
             {
                 err.message = format!("{} (from --set {set})", err.message);
-            } else if let Some(off) = locate_key(&self.text, &key) {
-                err = err.at_offset(&self.text, off);
+            } else {
+                if let Some(off) = locate_key(&self.text, &key) {
+                    err = err.at_offset(&self.text, off);
+                }
+                if !self.overrides.is_empty() {
+                    err.message = format!("{} (with --set {})", err.message, self.overrides.join(" --set "));
+                }
             }
         }
         err

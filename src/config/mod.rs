@@ -19,7 +19,7 @@ pub struct Scenario {
     /// Scenario name; results go to `output/<name>/`. Defaults to the file stem.
     #[serde(default)]
     pub name: String,
-    /// Free text shown in reports.
+    /// Free text, recorded in `manifest.json`.
     #[serde(default)]
     pub description: String,
     /// Seed of every random stream in the run.
@@ -151,6 +151,16 @@ pub struct HardwareConfig {
     /// Overrides the GPU profile's hourly price (USD per GPU-hour).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub price_per_gpu_hour: Option<f64>,
+}
+
+impl RouterKind {
+    /// The name used in scenario files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RouterKind::RoundRobin => "round-robin",
+            RouterKind::LeastOutstanding => "least-outstanding",
+        }
+    }
 }
 
 impl Default for HardwareConfig {
@@ -303,6 +313,15 @@ pub enum LengthDist {
 }
 
 impl LengthDist {
+    /// The mean length (before rounding for lognormal).
+    pub fn mean(&self) -> f64 {
+        match *self {
+            LengthDist::Fixed { value } => value as f64,
+            LengthDist::Uniform { min, max } => (min as f64 + max as f64) / 2.0,
+            LengthDist::Lognormal { mean, .. } => mean,
+        }
+    }
+
     /// The smallest length the distribution can produce.
     pub fn min_value(&self) -> u32 {
         match *self {

@@ -80,6 +80,15 @@ impl Scenario {
             _ => {}
         }
         non_negative("warmup_s", self.warmup_s)?;
+        if let Some(d) = self.duration_s
+            && self.warmup_s >= d
+        {
+            return fail(
+                "warmup_s",
+                format!("a warm-up of {} s leaves nothing of a {d} s run to measure", self.warmup_s),
+                "use warmup_s < duration_s",
+            );
+        }
         if self.model.name.trim().is_empty() {
             return fail("model.name", "is empty", "name a file in models/llm/, e.g. \"llama-3.1-8b\"");
         }
@@ -226,6 +235,9 @@ impl Scenario {
         length("workload.prompt_tokens", &w.prompt_tokens)?;
         length("workload.output_tokens", &w.output_tokens)?;
         if let Some(slo) = &self.slo {
+            if slo.ttft_ms.is_none() && slo.tpot_ms.is_none() && slo.e2e_ms.is_none() {
+                return fail("slo", "[slo] sets no objective", "set ttft_ms, tpot_ms and/or e2e_ms, or remove [slo]");
+            }
             for (k, v) in [("slo.ttft_ms", slo.ttft_ms), ("slo.tpot_ms", slo.tpot_ms), ("slo.e2e_ms", slo.e2e_ms)] {
                 if let Some(v) = v {
                     positive(k, v)?;

@@ -119,7 +119,7 @@ pub fn format_check(setup: &Setup) -> String {
     );
     let _ = writeln!(
         o,
-        "layout: {} replica(s) × tp {} = {} GPUs, router {:?}",
+        "layout: {} replica(s) × tp {} = {} GPU(s), router {:?}",
         s.hardware.replicas,
         s.hardware.tp,
         s.hardware.replicas * s.hardware.tp,
@@ -155,6 +155,12 @@ pub fn format_check(setup: &Setup) -> String {
     row(&mut o, "KV capacity (tokens)", m.kv_capacity_tokens);
     row(&mut o, "max_model_len (tokens)", m.max_model_len);
     row(&mut o, "Max concurrent seqs at max_model_len", m.max_seqs_at_max_len);
+    let mean_len = s.workload.prompt_tokens.mean() + s.workload.output_tokens.mean();
+    row(
+        &mut o,
+        &format!("Concurrent seqs at mean length ({mean_len:.0})"),
+        format!("{:.0}", m.kv_capacity_tokens as f64 / mean_len),
+    );
     row(&mut o, "Max concurrent seqs (max_num_seqs)", s.engine.max_num_seqs);
     let _ = writeln!(o, "{}", "-".repeat(W));
     let _ = writeln!(o, "resolved configuration:");
