@@ -195,7 +195,7 @@ fn list(c: &Catalog, what: ListWhat) -> String {
         }
         ListWhat::Gpus => {
             o += &format!(
-                "{:<16} {:<12} {:>7} {:>8} {:>8} {:>8} {:>9} {:>7}  source\n",
+                "{:<16} {:<15} {:>7} {:>8} {:>8} {:>8} {:>9} {:>7}  source\n",
                 "name", "gpu", "mem_GB", "HBM_GB/s", "bf16_TF", "fp8_TF", "link_GB/s", "$/hour"
             );
             for e in c.gpus.values() {

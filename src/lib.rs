@@ -104,30 +104,17 @@ fn unknown(kind: &str, name: &str, known: Vec<&String>, key: &str) -> ConfigErro
 
 /// Resolves a scenario against the catalogue and plans memory.
 pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
-    let (llm, llm_origin) = match &s.model.spec {
-        Some(spec) => {
-            spec.validate().map_err(|m| ConfigError::new(m).key("model.spec"))?;
-            (spec.clone(), "inline [model.spec]".to_string())
-        }
-        None => {
-            let e = catalog
-                .model(&s.model.name)
-                .ok_or_else(|| unknown("model", &s.model.name, catalog.models.keys().collect(), "model.name"))?;
-            (e.spec.clone(), origin(&e.origin))
-        }
-    };
-    let (gpu, gpu_origin) = match &s.hardware.gpu_spec {
-        Some(spec) => {
-            spec.validate().map_err(|m| ConfigError::new(m).key("hardware.gpu_spec"))?;
-            (spec.clone(), "inline [hardware.gpu_spec]".to_string())
-        }
-        None => {
-            let e = catalog
-                .gpu(&s.hardware.gpu)
-                .ok_or_else(|| unknown("gpu", &s.hardware.gpu, catalog.gpus.keys().collect(), "hardware.gpu"))?;
-            (e.spec.clone(), origin(&e.origin))
-        }
-    };
+    let (llm, llm_origin) =
+        pick(s.model.spec.as_ref(), "model.spec", LlmSpec::validate, catalog.model(&s.model.name), || {
+            unknown("model", &s.model.name, catalog.models.keys().collect(), "model.name")
+        })?;
+    let (gpu, gpu_origin) = pick(
+        s.hardware.gpu_spec.as_ref(),
+        "hardware.gpu_spec",
+        GpuSpec::validate,
+        catalog.gpu(&s.hardware.gpu),
+        || unknown("gpu", &s.hardware.gpu, catalog.gpus.keys().collect(), "hardware.gpu"),
+    )?;
     let e = &s.engine;
     if e.chunked_prefill && e.max_num_batched_tokens < e.max_num_seqs {
         return Err(ConfigError::new(format!(
@@ -160,6 +147,24 @@ pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
     let mut scenario = s.clone();
     scenario.engine.max_model_len = Some(memory.max_model_len);
     Ok(Setup { scenario, llm, llm_origin, gpu, gpu_origin, memory, engine, price_per_gpu_hour })
+}
+
+/// An inline spec (validated) if given, else the catalogue entry; with where it came from.
+fn pick<T: Clone>(
+    inline: Option<&T>,
+    inline_key: &str,
+    validate: fn(&T) -> Result<(), String>,
+    entry: Option<&catalog::Entry<T>>,
+    missing: impl FnOnce() -> ConfigError,
+) -> Result<(T, String), ConfigError> {
+    match (inline, entry) {
+        (Some(spec), _) => {
+            validate(spec).map_err(|m| ConfigError::new(m).key(inline_key))?;
+            Ok((spec.clone(), format!("inline [{inline_key}]")))
+        }
+        (None, Some(e)) => Ok((e.spec.clone(), origin(&e.origin))),
+        (None, None) => Err(missing()),
+    }
 }
 
 fn origin(o: &Origin) -> String {

@@ -56,7 +56,7 @@ fn activation_bytes(llm: &LlmSpec, s: &Scenario) -> f64 {
 /// Plans memory for `s` on `gpu`; errors when the model does not fit.
 pub fn plan(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario) -> Result<MemoryPlan, ConfigError> {
     let tp = s.hardware.tp;
-    if llm.num_attention_heads % tp != 0 {
+    if !llm.num_attention_heads.is_multiple_of(tp) {
         return Err(ConfigError::new(format!(
             "tp = {tp} does not divide the {} attention heads of {}",
             llm.num_attention_heads, llm.name
@@ -132,7 +132,7 @@ fn no_fit(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario, weights: f64, usable: f64,
     let mut fix = Vec::new();
     if let Some(t) = [2u32, 4, 8, 16]
         .into_iter()
-        .find(|&t| t > tp && llm.num_attention_heads % t == 0 && fits(t, s.model.dtype.bytes()))
+        .find(|&t| t > tp && llm.num_attention_heads.is_multiple_of(t) && fits(t, s.model.dtype.bytes()))
     {
         fix.push(format!("use tp = {t} or more"));
     }

@@ -124,7 +124,7 @@ impl LlmSpec {
                 return Err(format!("`{k}` must be a positive integer, got 0"));
             }
         }
-        if self.num_attention_heads % self.num_kv_heads != 0 {
+        if !self.num_attention_heads.is_multiple_of(self.num_kv_heads) {
             return Err(format!(
                 "`num_attention_heads` ({}) must be a multiple of `num_kv_heads` ({})",
                 self.num_attention_heads, self.num_kv_heads
