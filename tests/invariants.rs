@@ -52,6 +52,14 @@ fn check_text(text: &str, sets: &[&str]) -> servesim::Report {
         }
     }
     assert!(summary.kv_cache.peak_occupancy <= 1.0);
+    // Pooled ITL: one gap per token after the first, and a request's gaps add
+    // up to its time from first to last token (preemptions included).
+    let measured = out.records.iter().filter(|r| r.status == Status::Completed && r.arrival >= s.scenario.warmup_s);
+    let (count, span) =
+        measured.fold((0u64, 0.0), |(c, t), r| (c + r.output as u64 - 1, t + r.last_token - r.first_token));
+    assert_eq!(summary.itl.dist.count, count, "ITL samples");
+    let itl_sum = summary.itl.dist.mean / 1e3 * count as f64;
+    assert!((itl_sum - span).abs() <= 1e-9 * span.max(1.0), "ITL gaps sum to {itl_sum} s, requests span {span} s");
     let l = &summary.littles_law;
     assert!(l.relative_error < 1e-9);
     servesim::Report { setup: s.clone(), seed: s.scenario.seed, summary, output: out }

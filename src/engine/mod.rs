@@ -106,7 +106,7 @@ pub struct ReplicaStats {
     pub running_area: f64,
     /// Preemptions (whole run).
     pub preemptions: u64,
-    /// Prompt tokens recomputed after preemptions (whole run).
+    /// KV tokens discarded by preemptions, to be recomputed (whole run).
     pub recomputed_tokens: u64,
     /// Requests routed here.
     pub routed: u64,
@@ -321,6 +321,12 @@ impl<C: StepCostModel> Replica<C> {
     fn preempt(&mut self, now: f64, i: u32, sinks: &mut Sinks) {
         self.touch(now);
         let s = self.slots[i as usize];
+        // When its latest token came out: a decoding sequence that took part
+        // in the last decode step got it then; others at their own last token.
+        let last_token =
+            if s.phase == Phase::Decode && !self.joiners.contains(&i) { self.last_decode_end } else { s.last_token };
+        // Decoding sequences are not touched per step: count their tokens now.
+        let generated = if s.phase == Phase::Decode { s.generated + (self.d - s.d0) as u32 } else { s.generated };
         let freed = match s.phase {
             Phase::Decode => self.leave_decode(i),
             Phase::Prefill => {
@@ -335,10 +341,12 @@ impl<C: StepCostModel> Replica<C> {
         self.unlink(i);
         self.release(i);
         let r = &mut sinks.records[s.req as usize];
-        r.generated = s.generated;
+        r.generated = generated;
+        r.last_token = last_token;
         r.preemptions += 1;
         self.stats.preemptions += 1;
-        self.stats.recomputed_tokens += s.computed as u64;
+        // KV tokens thrown away, to be computed again.
+        self.stats.recomputed_tokens += s.computed as u64 + (generated - s.generated) as u64;
         self.waiting.push_front(s.req);
     }
 

@@ -48,7 +48,8 @@ pub struct RequestRecord {
     pub first_scheduled: f64,
     /// End of the step that produced its first output token.
     pub first_token: f64,
-    /// End of the step that produced its last output token (= finish).
+    /// End of the step that produced its last output token (= finish). While
+    /// a preempted request waits, the time of the latest token it produced.
     pub last_token: f64,
     /// Prompt tokens.
     pub prompt: u32,
