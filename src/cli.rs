@@ -4,8 +4,9 @@
 use crate::config::{LoadedScenario, load_scenario};
 use crate::error::{ConfigError, Error, Result};
 use crate::report::{self, format_check, format_summary, prepare_out_dir, write_atomic, write_json};
-use crate::{Catalog, Setup, resolve, run_setup};
+use crate::{Catalog, Setup, plot, resolve, run_setup};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 
 /// servesim: a discrete-event capacity simulator for LLM inference serving.
@@ -158,6 +159,7 @@ pub fn write_run(dir: &Path, loaded: &LoadedScenario, rep: &crate::Report) -> Re
     );
     csv?;
     json?;
+    write_run_charts(dir, rep)?;
     let m = report::manifest(
         &rep.setup,
         rep.seed,
@@ -167,6 +169,48 @@ pub fn write_run(dir: &Path, loaded: &LoadedScenario, rep: &crate::Report) -> Re
         std::env::args().collect(),
     );
     write_json(&dir.join("manifest.json"), &m)
+}
+
+/// Writes the run's charts: latency CDFs, time series, request timeline.
+pub fn write_run_charts(dir: &Path, rep: &crate::Report) -> Result<()> {
+    let s = &rep.setup.scenario;
+    let name = &s.name;
+    let slo = s.slo.clone().unwrap_or_default();
+    let label = format!(
+        "{} {} on {} × {}",
+        rep.setup.llm.name,
+        s.model.dtype.as_str(),
+        s.hardware.replicas * s.hardware.tp,
+        rep.setup.gpu.name
+    );
+    let figs = [
+        (
+            "cdf",
+            plot::cdf_figure(
+                &format!("{name}: latency distributions"),
+                &[(label, &rep.output.records, s.warmup_s)],
+                [slo.ttft_ms, slo.tpot_ms, slo.e2e_ms],
+            ),
+        ),
+        (
+            "timeseries",
+            plot::timeseries_figure(&format!("{name}: the run over time"), &rep.output.timeseries, s.warmup_s),
+        ),
+        (
+            "timeline",
+            plot::gantt_figure(
+                &format!("{name}: the first {} requests", crate::sim::TRACE_REQUESTS),
+                &rep.output.records,
+                &rep.output.trace,
+                crate::sim::TRACE_REQUESTS as usize,
+            ),
+        ),
+    ];
+    let results: Vec<Result<String>> = figs.par_iter().map(|(stem, f)| plot::save(f, dir, stem)).collect();
+    for r in results {
+        r?;
+    }
+    Ok(())
 }
 
 fn list(c: &Catalog, what: ListWhat) -> String {

@@ -12,7 +12,7 @@ use crate::Setup;
 use crate::cluster::{ReplicaLoad, Router};
 use crate::config::CostModelKind;
 use crate::cost::{ConstantStep, ExponentialStep, Roofline, StepCostModel};
-use crate::engine::{Replica, ReplicaStats, Sinks};
+use crate::engine::{Replica, ReplicaStats, Sinks, Span};
 use crate::metrics::{LogHistogram, RejectReason, RequestRecord, Status};
 use crate::workload::{Generator, stream_seed};
 use std::cmp::Ordering;
@@ -37,6 +37,69 @@ pub struct SimOutput {
     pub peak_bandwidth: f64,
     /// Events processed (steps + arrivals + admissions + wake-ups).
     pub events: u64,
+    /// The cluster's state sampled at regular simulated times.
+    pub timeseries: Vec<TimeSample>,
+    /// What the first [`TRACE_REQUESTS`] requests did and when (for the timeline chart).
+    pub trace: Vec<Span>,
+}
+
+/// Requests traced for the timeline chart.
+pub const TRACE_REQUESTS: u32 = 40;
+
+/// Most samples kept in the time series; past it, every other sample is
+/// dropped and the interval doubles.
+const MAX_SAMPLES: usize = 2048;
+
+/// The cluster's state at one instant (summed over replicas).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct TimeSample {
+    /// Simulated time, s.
+    pub t: f64,
+    /// Requests waiting in replica queues.
+    pub waiting: u32,
+    /// Requests running (admitted to a batch).
+    pub running: u32,
+    /// Sequences in the steps in flight.
+    pub batch: u32,
+    /// Fraction of all KV blocks in use.
+    pub kv_used: f64,
+    /// Requests completed so far.
+    pub completed: u64,
+}
+
+/// Samples the cluster's state every `interval` of simulated time.
+struct Sampler {
+    next: f64,
+    interval: f64,
+    samples: Vec<TimeSample>,
+}
+
+impl Sampler {
+    #[inline]
+    fn due(&self, t: f64) -> bool {
+        t >= self.next
+    }
+
+    fn take<C: StepCostModel>(&mut self, t: f64, replicas: &[Replica<C>], completed: u64) {
+        let total: u64 = replicas.iter().map(|r| r.params().num_blocks).sum();
+        self.samples.push(TimeSample {
+            t,
+            waiting: replicas.iter().map(|r| r.num_waiting() as u32).sum(),
+            running: replicas.iter().map(|r| r.num_running()).sum(),
+            batch: replicas.iter().map(|r| r.batch_size()).sum(),
+            kv_used: replicas.iter().map(|r| r.used_blocks()).sum::<u64>() as f64 / total as f64,
+            completed,
+        });
+        if self.samples.len() >= MAX_SAMPLES {
+            let mut k = 0;
+            self.samples.retain(|_| {
+                k += 1;
+                k % 2 == 1
+            });
+            self.interval *= 2.0;
+        }
+        self.next = t + self.interval;
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,10 +215,19 @@ pub fn simulate_with<C: StepCostModel>(
     let mut in_system = 0u64;
     let mut area = 0.0f64;
     let mut events = 0u64;
+    let mut trace: Vec<Span> = Vec::new();
+    let mut sampler = Sampler { next: 0.0, interval: 0.05, samples: Vec::new() };
 
     macro_rules! sinks {
         () => {
-            Sinks { records: &mut records, itl: &mut itl, warmup, completed: &mut completed }
+            Sinks {
+                records: &mut records,
+                itl: &mut itl,
+                warmup,
+                completed: &mut completed,
+                trace: &mut trace,
+                trace_limit: TRACE_REQUESTS,
+            }
         };
     }
 
@@ -168,6 +240,10 @@ pub fn simulate_with<C: StepCostModel>(
             (Some(e), Some(a)) => a.arrival < e.t || (a.arrival == e.t && e.kind != Kind::StepEnd),
         };
         events += 1;
+        let t_next = if take_arrival { next_arrival.map_or(now, |a| a.arrival) } else { top.map_or(now, |e| e.t) };
+        if sampler.due(t_next) {
+            sampler.take(sampler.next, &replicas, completed);
+        }
         if take_arrival {
             let a = next_arrival.take().expect("arrival");
             next_arrival = requests.next();
@@ -222,6 +298,9 @@ pub fn simulate_with<C: StepCostModel>(
                             area += in_system as f64 * (end - t);
                             t = end;
                             events += 1;
+                            if sampler.due(t) {
+                                sampler.take(t, &replicas, completed);
+                            }
                         }
                         Some(end) => {
                             heap.push(Event { t: end, kind: Kind::StepEnd, key: e.key });
@@ -246,6 +325,8 @@ pub fn simulate_with<C: StepCostModel>(
         peak_flops,
         peak_bandwidth,
         events,
+        timeseries: sampler.samples,
+        trace,
     }
 }
 

@@ -61,8 +61,19 @@ fn run_writes_results_and_refuses_to_overwrite() {
     assert_eq!(manifest["resolved_scenario"]["engine"]["block_size"], 16);
     assert_eq!(manifest["scenario_sha256"].as_str().unwrap().len(), 64);
     assert!(manifest["memory_plan"]["num_blocks"].as_u64().unwrap() > 1000);
+    // Charts: SVG documents and PNG images.
+    for stem in ["cdf", "timeseries", "timeline"] {
+        let svg = std::fs::read_to_string(out.join(format!("{stem}.svg"))).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("</svg>"), "{stem}.svg is not an SVG document");
+        assert!(svg.contains("DejaVu Sans"), "{stem}.svg does not name the embedded font");
+        let png = std::fs::read(out.join(format!("{stem}.png"))).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{stem}.png is not a PNG");
+    }
     // No temporary files are left behind.
-    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 3);
+    let names: Vec<String> =
+        std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(names.len(), 9, "{names:?}");
+    assert!(names.iter().all(|n| !n.starts_with('.')), "{names:?}");
 
     let before = std::fs::read(out.join("summary.json")).unwrap();
     let again =

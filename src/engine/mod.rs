@@ -148,6 +148,31 @@ pub struct Replica<C> {
     pub stats: ReplicaStats,
 }
 
+/// What a traced request was doing during a span of time (for the timeline chart).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpanKind {
+    /// Computing a prefill chunk.
+    Prefill,
+    /// Decoding, one token per step.
+    Decode,
+    /// Preempted, waiting to be recomputed.
+    Preempted,
+}
+
+/// One span of a traced request's life.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Span {
+    /// Request id.
+    pub req: u32,
+    /// What it was doing.
+    pub kind: SpanKind,
+    /// Start, s.
+    pub start: f64,
+    /// End, s.
+    pub end: f64,
+}
+
 /// Shared per-run sinks the replicas write into.
 pub struct Sinks<'a> {
     /// Every request's record, indexed by request id.
@@ -158,6 +183,10 @@ pub struct Sinks<'a> {
     pub warmup: f64,
     /// Requests completed so far (whole run).
     pub completed: &'a mut u64,
+    /// Spans of the requests with id below `trace_limit`.
+    pub trace: &'a mut Vec<Span>,
+    /// Requests traced for the timeline.
+    pub trace_limit: u32,
 }
 
 impl<C: StepCostModel> Replica<C> {
@@ -214,6 +243,10 @@ impl<C: StepCostModel> Replica<C> {
     /// Running sequences.
     pub fn num_running(&self) -> u32 {
         self.n_running
+    }
+    /// Sequences in the step in flight (0 when idle).
+    pub fn batch_size(&self) -> u32 {
+        if self.busy { self.step_batch.decode_seqs + self.step_batch.prefill_seqs } else { 0 }
     }
     /// KV blocks in use.
     pub fn used_blocks(&self) -> u64 {
@@ -300,6 +333,14 @@ impl<C: StepCostModel> Replica<C> {
         ((d0 % bs + bs - kv0 as u64 % bs) % bs) as usize
     }
 
+    /// Records a span of a traced request.
+    #[inline]
+    fn span(sinks: &mut Sinks, req: u32, kind: SpanKind, start: f64, end: f64) {
+        if req < sinks.trace_limit {
+            sinks.trace.push(Span { req, kind, start, end });
+        }
+    }
+
     /// Removes a decoding sequence from the decode group, returning its KV blocks.
     fn leave_decode(&mut self, i: u32) -> u64 {
         let s = self.slots[i as usize];
@@ -340,6 +381,10 @@ impl<C: StepCostModel> Replica<C> {
         self.free_blocks += freed;
         self.unlink(i);
         self.release(i);
+        if s.phase == Phase::Decode {
+            Self::span(sinks, s.req, SpanKind::Decode, s.last_token, last_token);
+        }
+        Self::span(sinks, s.req, SpanKind::Preempted, now, f64::NAN);
         let r = &mut sinks.records[s.req as usize];
         r.generated = generated;
         r.last_token = last_token;
@@ -383,6 +428,12 @@ impl<C: StepCostModel> Replica<C> {
         self.touch(now);
         self.waiting.pop_front();
         self.free_blocks -= need;
+        if r.preemptions > 0 && req < sinks.trace_limit {
+            // Close the open "preempted" span of this request.
+            if let Some(sp) = sinks.trace.iter_mut().rev().find(|sp| sp.req == req && sp.kind == SpanKind::Preempted) {
+                sp.end = now;
+            }
+        }
         let r = &mut sinks.records[req as usize];
         if r.first_scheduled.is_nan() {
             r.first_scheduled = now;
@@ -538,6 +589,7 @@ impl<C: StepCostModel> Replica<C> {
                 self.finish.pop();
                 let s = self.slots[i as usize];
                 if s.version == version && s.phase == Phase::Decode {
+                    Self::span(sinks, s.req, SpanKind::Decode, s.last_token, t_end);
                     let blocks = self.leave_decode(i);
                     self.complete(t_end, i, blocks, s.output, sinks);
                 }
@@ -545,6 +597,7 @@ impl<C: StepCostModel> Replica<C> {
         }
         let chunks = std::mem::take(&mut self.chunks);
         for &(i, c) in &chunks {
+            Self::span(sinks, self.slots[i as usize].req, SpanKind::Prefill, self.step_start, t_end);
             let s = &mut self.slots[i as usize];
             s.computed += c;
             if s.computed < s.target {

@@ -14,7 +14,17 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Files a run writes.
-pub const RUN_FILES: [&str; 3] = ["summary.json", "requests.csv", "manifest.json"];
+pub const RUN_FILES: [&str; 9] = [
+    "summary.json",
+    "requests.csv",
+    "manifest.json",
+    "cdf.svg",
+    "cdf.png",
+    "timeseries.svg",
+    "timeseries.png",
+    "timeline.svg",
+    "timeline.png",
+];
 
 /// Writes `bytes` to `path` atomically (temporary file + rename).
 pub fn write_atomic(path: &Path, write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<()> {

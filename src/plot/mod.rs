@@ -1,0 +1,413 @@
+//! Charts, drawn with plotters into SVG and PNG. Text uses DejaVu Sans
+//! compiled into the binary (`assets/fonts/`), so PNGs need no system fonts;
+//! SVGs name the same family with generic fallbacks, and `report.html` embeds
+//! the font itself.
+//!
+//! A chart is data ([`Figure`]) first; [`save`] draws it on both backends.
+
+mod run_charts;
+mod sweep_charts;
+
+pub use run_charts::{cdf_figure, gantt_figure, timeseries_figure};
+pub use sweep_charts::{SweepPoint, hockey_figure, pareto_figure, tradeoff_figure};
+
+use crate::error::{Error, Result};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::path::Path;
+use std::sync::Once;
+
+/// The font family charts use.
+pub const FONT: &str = "sans-serif";
+/// The embedded font file.
+pub static FONT_BYTES: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
+
+/// A qualitative palette (Tableau 10) for series.
+pub const PALETTE: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+/// Registers the embedded font (once per process).
+pub fn init_font() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = plotters::style::register_font(FONT, FontStyle::Normal, FONT_BYTES);
+        let _ = plotters::style::register_font(FONT, FontStyle::Bold, FONT_BYTES);
+    });
+}
+
+/// One line or scatter series.
+#[derive(Debug, Clone)]
+pub struct Series {
+    /// Legend label.
+    pub name: String,
+    /// Data points (x, y) in axis units.
+    pub points: Vec<(f64, f64)>,
+    /// Colour.
+    pub color: RGBColor,
+    /// Join the points with a line.
+    pub line: bool,
+    /// Draw a marker at each point.
+    pub markers: bool,
+    /// Thicker line (e.g. a Pareto frontier).
+    pub bold: bool,
+}
+
+impl Series {
+    /// A line with markers.
+    pub fn line(name: impl Into<String>, points: Vec<(f64, f64)>, color: RGBColor) -> Self {
+        Series { name: name.into(), points, color, line: true, markers: true, bold: false }
+    }
+}
+
+/// A labelled reference line.
+#[derive(Debug, Clone)]
+pub struct RefLine {
+    /// Position in axis units.
+    pub at: f64,
+    /// Label drawn next to it.
+    pub label: String,
+}
+
+/// An x–y panel.
+#[derive(Debug, Clone, Default)]
+pub struct XyChart {
+    /// Panel title.
+    pub title: String,
+    /// X-axis label (with unit).
+    pub x_label: String,
+    /// Y-axis label (with unit).
+    pub y_label: String,
+    /// Logarithmic y axis (data must be positive).
+    pub log_y: bool,
+    /// The series.
+    pub series: Vec<Series>,
+    /// Horizontal reference lines (e.g. SLOs).
+    pub hlines: Vec<RefLine>,
+    /// Vertical reference lines (e.g. the knee).
+    pub vlines: Vec<RefLine>,
+    /// Points to flag as unreliable (unstable runs), drawn as red crosses.
+    pub flagged: Vec<(f64, f64)>,
+}
+
+/// One request's bar in a timeline.
+#[derive(Debug, Clone)]
+pub struct GanttRow {
+    /// Row label.
+    pub label: String,
+    /// (start, end, kind) segments; kind 0 queue, 1 prefill, 2 decode, 3 preempted.
+    pub segments: Vec<(f64, f64, u8)>,
+    /// First-token time, marked with a tick.
+    pub first_token: Option<f64>,
+}
+
+/// What to draw.
+#[derive(Debug, Clone)]
+pub enum Figure {
+    /// Panels of x–y charts laid out in `rows` × `cols`, under a title.
+    Panels {
+        /// Figure title.
+        title: String,
+        /// Grid rows.
+        rows: usize,
+        /// Grid columns.
+        cols: usize,
+        /// The panels, row-major.
+        panels: Vec<XyChart>,
+    },
+    /// A timeline of requests.
+    Gantt {
+        /// Figure title.
+        title: String,
+        /// X-axis label.
+        x_label: String,
+        /// One row per request, top to bottom.
+        rows: Vec<GanttRow>,
+    },
+}
+
+type DrawResult<DB> = std::result::Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
+
+fn pad(lo: f64, hi: f64) -> (f64, f64) {
+    if !lo.is_finite() || !hi.is_finite() {
+        return (0.0, 1.0);
+    }
+    if hi - lo < 1e-12 {
+        let d = if lo.abs() > 0.0 { lo.abs() * 0.1 } else { 1.0 };
+        return (lo - d, hi + d);
+    }
+    let d = (hi - lo) * 0.05;
+    (lo - d, hi + d)
+}
+
+/// Tick label for a log10 axis value.
+fn log_label(v: f64) -> String {
+    human(10f64.powf(v))
+}
+
+/// A compact human number.
+pub fn human(x: f64) -> String {
+    let a = x.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 1e6 {
+        format!("{:.3}M", x / 1e6).trim_end_matches('0').trim_end_matches('.').to_string() + ""
+    } else if a >= 1e4 {
+        format!("{:.0}k", x / 1e3)
+    } else if a >= 100.0 {
+        format!("{x:.0}")
+    } else if a >= 1.0 {
+        let s = format!("{x:.2}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        let s = format!("{x:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> DrawResult<DB> {
+    let ty = |y: f64| if c.log_y { y.max(1e-9).log10() } else { y };
+    let pts = || {
+        c.series
+            .iter()
+            .flat_map(|s| s.points.iter())
+            .chain(c.flagged.iter())
+            .filter(|p| p.0.is_finite() && p.1.is_finite())
+    };
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, f64::INFINITY, f64::NEG_INFINITY);
+    for &(x, y) in pts() {
+        if c.log_y && y <= 0.0 {
+            continue;
+        }
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y0 = y0.min(ty(y));
+        y1 = y1.max(ty(y));
+    }
+    for h in &c.hlines {
+        y0 = y0.min(ty(h.at));
+        y1 = y1.max(ty(h.at));
+    }
+    for v in &c.vlines {
+        x0 = x0.min(v.at);
+        x1 = x1.max(v.at);
+    }
+    let (x0, x1) = pad(x0, x1);
+    let (y0, y1) = pad(y0, y1);
+    let mut chart = ChartBuilder::on(area)
+        .caption(&c.title, (FONT, 17))
+        .margin(10)
+        .x_label_area_size(44)
+        .y_label_area_size(64)
+        .build_cartesian_2d(x0..x1, y0..y1)?;
+    let log_y = c.log_y;
+    chart
+        .configure_mesh()
+        .x_desc(&c.x_label)
+        .y_desc(&c.y_label)
+        .label_style((FONT, 12))
+        .axis_desc_style((FONT, 13))
+        .x_label_formatter(&|v| human(*v))
+        .y_label_formatter(&|v| if log_y { log_label(*v) } else { human(*v) })
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()?;
+    for s in &c.series {
+        let data: Vec<(f64, f64)> = s
+            .points
+            .iter()
+            .filter(|p| p.0.is_finite() && p.1.is_finite() && (!log_y || p.1 > 0.0))
+            .map(|&(x, y)| (x, ty(y)))
+            .collect();
+        let color = s.color;
+        let width = if s.bold { 3 } else { 2 };
+        if s.line {
+            let ann = chart.draw_series(LineSeries::new(data.clone(), color.stroke_width(width)))?;
+            ann.label(&s.name).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+        }
+        if s.markers {
+            let ann = chart.draw_series(data.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+            if !s.line {
+                ann.label(&s.name).legend(move |(x, y)| Circle::new((x + 9, y), 3, color.filled()));
+            }
+        }
+    }
+    if !c.flagged.is_empty() {
+        let red = RGBColor(200, 0, 0);
+        let data: Vec<(f64, f64)> = c.flagged.iter().filter(|p| p.1.is_finite()).map(|&(x, y)| (x, ty(y))).collect();
+        chart
+            .draw_series(data.iter().map(|&p| Cross::new(p, 6, red.stroke_width(2))))?
+            .label("unstable (overloaded) run")
+            .legend(move |(x, y)| Cross::new((x + 9, y), 5, red.stroke_width(2)));
+    }
+    let grey = RGBColor(90, 90, 90);
+    for h in &c.hlines {
+        let y = ty(h.at);
+        chart.draw_series(std::iter::once(PathElement::new(vec![(x0, y), (x1, y)], grey.stroke_width(1))))?;
+        chart.draw_series(std::iter::once(Text::new(
+            h.label.clone(),
+            (x0 + (x1 - x0) * 0.01, y),
+            (FONT, 12).into_font().color(&grey),
+        )))?;
+    }
+    for v in &c.vlines {
+        chart.draw_series(std::iter::once(PathElement::new(vec![(v.at, y0), (v.at, y1)], grey.stroke_width(1))))?;
+        chart.draw_series(std::iter::once(Text::new(
+            v.label.clone(),
+            (v.at, y1 - (y1 - y0) * 0.04),
+            (FONT, 12).into_font().color(&grey),
+        )))?;
+    }
+    if c.series.iter().any(|s| !s.name.is_empty()) || !c.flagged.is_empty() {
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(200, 200, 200))
+            .label_font((FONT, 12))
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()?;
+    }
+    Ok(())
+}
+
+fn draw_gantt<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    title: &str,
+    x_label: &str,
+    rows: &[GanttRow],
+) -> DrawResult<DB> {
+    let t1 = rows.iter().flat_map(|r| r.segments.iter().map(|s| s.1)).filter(|x| x.is_finite()).fold(0.0f64, f64::max);
+    let t0 = rows
+        .iter()
+        .flat_map(|r| r.segments.iter().map(|s| s.0))
+        .filter(|x| x.is_finite())
+        .fold(f64::INFINITY, f64::min);
+    let (t0, t1) = pad(if t0.is_finite() { t0 } else { 0.0 }, t1);
+    let n = rows.len().max(1) as f64;
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, (FONT, 17))
+        .margin(10)
+        .x_label_area_size(44)
+        .y_label_area_size(120)
+        .build_cartesian_2d(t0..t1, -0.5..n - 0.5)?;
+    let labels: Vec<String> = rows.iter().map(|r| r.label.clone()).collect();
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc("request (prompt + output tokens)")
+        .label_style((FONT, 11))
+        .axis_desc_style((FONT, 13))
+        .x_label_formatter(&|v| human(*v))
+        .y_labels(rows.len())
+        .y_label_formatter(&|v| {
+            // Row i is centred on y = n − 1 − i.
+            let i = (n - 1.0 - *v).round();
+            if (n - 1.0 - *v - i).abs() < 0.01 && i >= 0.0 && (i as usize) < labels.len() {
+                labels[i as usize].clone()
+            } else {
+                String::new()
+            }
+        })
+        .disable_y_mesh()
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()?;
+    let colors = [RGBColor(200, 200, 200), RGBColor(31, 119, 180), RGBColor(44, 160, 44), RGBColor(214, 39, 40)];
+    let names = ["queued", "prefill (chunk)", "decode", "preempted"];
+    for (k, name) in names.iter().enumerate() {
+        let color = colors[k];
+        let mut rects = Vec::new();
+        for (i, r) in rows.iter().enumerate() {
+            let y = n - i as f64 - 1.0;
+            for &(a, b, kind) in &r.segments {
+                if kind as usize == k && a.is_finite() && b.is_finite() {
+                    rects.push(Rectangle::new(
+                        [(a, y - 0.35), (b.max(a + (t1 - t0) * 0.001), y + 0.35)],
+                        color.filled(),
+                    ));
+                }
+            }
+        }
+        chart
+            .draw_series(rects)?
+            .label(*name)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
+    }
+    let ticks: Vec<PathElement<(f64, f64)>> = rows
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| r.first_token.map(|t| (i, t)))
+        .map(|(i, t)| {
+            let y = n - i as f64 - 1.0;
+            PathElement::new(vec![(t, y - 0.45), (t, y + 0.45)], BLACK.stroke_width(2))
+        })
+        .collect();
+    chart
+        .draw_series(ticks)?
+        .label("first token")
+        .legend(|(x, y)| PathElement::new(vec![(x + 7, y - 6), (x + 7, y + 6)], BLACK.stroke_width(2)));
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.9))
+        .border_style(RGBColor(200, 200, 200))
+        .label_font((FONT, 12))
+        .position(SeriesLabelPosition::LowerRight)
+        .draw()?;
+    Ok(())
+}
+
+fn draw_figure<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, f: &Figure) -> DrawResult<DB> {
+    root.fill(&WHITE)?;
+    match f {
+        Figure::Panels { title, rows, cols, panels } => {
+            let inner = if title.is_empty() { root.clone() } else { root.titled(title, (FONT, 20))? };
+            let areas = inner.split_evenly((*rows, *cols));
+            for (a, p) in areas.iter().zip(panels) {
+                draw_xy(a, p)?;
+            }
+        }
+        Figure::Gantt { title, x_label, rows } => draw_gantt(&root, title, x_label, rows)?,
+    }
+    root.present()?;
+    Ok(())
+}
+
+/// Pixel size of a figure.
+pub fn size_of(f: &Figure) -> (u32, u32) {
+    match f {
+        Figure::Panels { rows, cols, .. } => ((520 * *cols as u32).max(900), 360 * *rows as u32 + 40),
+        Figure::Gantt { rows, .. } => (1100, (22 * rows.len() as u32 + 140).max(360)),
+    }
+}
+
+/// Draws a figure as an SVG document.
+pub fn to_svg(f: &Figure) -> Result<String> {
+    init_font();
+    let mut s = String::new();
+    {
+        let root = SVGBackend::with_string(&mut s, size_of(f)).into_drawing_area();
+        draw_figure(root, f).map_err(|e| Error::Runtime(format!("cannot draw chart: {e}")))?;
+    }
+    // Name the embedded font first, with common fallbacks.
+    Ok(s.replace("font-family=\"sans-serif\"", "font-family=\"DejaVu Sans, Verdana, Arial, sans-serif\""))
+}
+
+/// Writes `<stem>.svg` and `<stem>.png` into `dir` (each atomically); returns the SVG text.
+pub fn save(f: &Figure, dir: &Path, stem: &str) -> Result<String> {
+    let svg = to_svg(f)?;
+    crate::report::write_atomic(&dir.join(format!("{stem}.svg")), |w| w.write_all(svg.as_bytes()))?;
+    let tmp = dir.join(format!(".{stem}.png.tmp-{}.png", std::process::id()));
+    {
+        let root = BitMapBackend::new(&tmp, size_of(f)).into_drawing_area();
+        draw_figure(root, f).map_err(|e| Error::Runtime(format!("cannot draw {stem}.png: {e}")))?;
+    }
+    std::fs::rename(&tmp, dir.join(format!("{stem}.png")))?;
+    Ok(svg)
+}

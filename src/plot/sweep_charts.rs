@@ -1,0 +1,192 @@
+//! Charts of a sweep: the latency–throughput tradeoff, the Pareto frontier of
+//! throughput per GPU against interactivity, and latency against load.
+
+use super::{Figure, PALETTE, RefLine, Series, XyChart};
+use std::collections::BTreeMap;
+
+/// What the sweep charts need of one point (replication means).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SweepPoint {
+    /// Configuration family: the swept parameters other than the load.
+    pub family: String,
+    /// Offered load (workload.rate), if the scenario has one.
+    pub rate: Option<f64>,
+    /// Output tokens per second.
+    pub output_throughput: f64,
+    /// Output tokens per second per GPU.
+    pub output_throughput_per_gpu: f64,
+    /// TTFT median and p99, ms.
+    pub ttft_p50: f64,
+    /// TTFT p99, ms.
+    pub ttft_p99: f64,
+    /// TPOT median, ms.
+    pub tpot_p50: f64,
+    /// TPOT p99, ms.
+    pub tpot_p99: f64,
+    /// False when any replication was overloaded.
+    pub stable: bool,
+}
+
+fn families(points: &[SweepPoint]) -> BTreeMap<String, Vec<&SweepPoint>> {
+    let mut m: BTreeMap<String, Vec<&SweepPoint>> = BTreeMap::new();
+    for p in points {
+        m.entry(p.family.clone()).or_default().push(p);
+    }
+    for v in m.values_mut() {
+        v.sort_by(|a, b| a.output_throughput.total_cmp(&b.output_throughput));
+    }
+    m
+}
+
+fn label(f: &str) -> String {
+    if f.is_empty() { "all points".into() } else { f.to_string() }
+}
+
+/// Chart 1: output throughput against TTFT p50 and p99, one line per family;
+/// unstable points are crossed out and not joined.
+pub fn tradeoff_figure(title: &str, points: &[SweepPoint], per_gpu: bool, ttft_slo: Option<f64>) -> Figure {
+    let fam = families(points);
+    let x = |p: &SweepPoint| if per_gpu { p.output_throughput_per_gpu } else { p.output_throughput };
+    let mut panels = Vec::new();
+    for (name, get) in
+        [("p50", (|p: &SweepPoint| p.ttft_p50) as fn(&SweepPoint) -> f64), ("p99", |p: &SweepPoint| p.ttft_p99)]
+    {
+        let mut c = XyChart {
+            title: format!("TTFT {name} vs throughput"),
+            x_label: if per_gpu { "output tokens/s per GPU".into() } else { "output tokens/s".into() },
+            y_label: format!("TTFT {name} (ms, log)"),
+            log_y: true,
+            ..Default::default()
+        };
+        for (k, (f, ps)) in fam.iter().enumerate() {
+            let stable: Vec<(f64, f64)> = ps.iter().filter(|p| p.stable).map(|p| (x(p), get(p))).collect();
+            c.series.push(Series::line(label(f), stable, PALETTE[k % 10]));
+            c.flagged.extend(ps.iter().filter(|p| !p.stable).map(|p| (x(p), get(p))));
+        }
+        if let Some(s) = ttft_slo {
+            c.hlines.push(RefLine { at: s, label: format!("TTFT SLO {s} ms") });
+        }
+        panels.push(c);
+    }
+    Figure::Panels { title: title.into(), rows: 1, cols: 2, panels }
+}
+
+/// Indices of the Pareto-optimal points when maximising both coordinates.
+pub fn pareto_front(xy: &[(f64, f64)]) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..xy.len()).filter(|&i| xy[i].0.is_finite() && xy[i].1.is_finite()).collect();
+    idx.sort_by(|&a, &b| xy[b].0.total_cmp(&xy[a].0).then(xy[b].1.total_cmp(&xy[a].1)));
+    let mut front = Vec::new();
+    let mut best_y = f64::NEG_INFINITY;
+    for i in idx {
+        if xy[i].1 > best_y {
+            front.push(i);
+            best_y = xy[i].1;
+        }
+    }
+    front.sort_by(|&a, &b| xy[a].0.total_cmp(&xy[b].0));
+    front
+}
+
+/// Chart 2: throughput per GPU against interactivity (tokens/s per user =
+/// 1000 / TPOT p50), every stable point, the Pareto frontier highlighted.
+pub fn pareto_figure(title: &str, points: &[SweepPoint]) -> Figure {
+    let fam = families(points);
+    let mut c = XyChart {
+        title: "Throughput per GPU vs interactivity".into(),
+        x_label: "interactivity: tokens/s per user (1000 / median TPOT)".into(),
+        y_label: "output tokens/s per GPU".into(),
+        ..Default::default()
+    };
+    let all: Vec<(f64, f64)> =
+        points.iter().filter(|p| p.stable).map(|p| (1000.0 / p.tpot_p50, p.output_throughput_per_gpu)).collect();
+    for (k, (f, ps)) in fam.iter().enumerate() {
+        let pts = ps.iter().filter(|p| p.stable).map(|p| (1000.0 / p.tpot_p50, p.output_throughput_per_gpu)).collect();
+        c.series.push(Series {
+            name: label(f),
+            points: pts,
+            color: PALETTE[k % 10],
+            line: false,
+            markers: true,
+            bold: false,
+        });
+        c.flagged.extend(ps.iter().filter(|p| !p.stable).map(|p| (1000.0 / p.tpot_p50, p.output_throughput_per_gpu)));
+    }
+    let front: Vec<(f64, f64)> = pareto_front(&all).into_iter().map(|i| all[i]).collect();
+    c.series.push(Series {
+        name: "Pareto frontier".into(),
+        points: front,
+        color: plotters::style::RGBColor(0, 0, 0),
+        line: true,
+        markers: false,
+        bold: true,
+    });
+    Figure::Panels { title: title.into(), rows: 1, cols: 1, panels: vec![c] }
+}
+
+/// The knee: the highest offered rate whose p99 TTFT meets the SLO and whose
+/// run is stable, per family.
+pub fn knees(points: &[SweepPoint], ttft_slo: f64) -> BTreeMap<String, f64> {
+    let mut m = BTreeMap::new();
+    for (f, ps) in families(points) {
+        if let Some(r) = ps
+            .iter()
+            .filter(|p| p.stable && p.ttft_p99 <= ttft_slo)
+            .filter_map(|p| p.rate)
+            .fold(None, |a: Option<f64>, r| Some(a.map_or(r, |a| a.max(r))))
+        {
+            m.insert(f, r);
+        }
+    }
+    m
+}
+
+/// Chart 3: p50 and p99 TTFT against offered load (the hockey stick), with
+/// the SLO line and each family's knee.
+pub fn hockey_figure(title: &str, points: &[SweepPoint], ttft_slo: Option<f64>) -> Figure {
+    let mut fam = families(points);
+    for v in fam.values_mut() {
+        v.sort_by(|a, b| a.rate.unwrap_or(0.0).total_cmp(&b.rate.unwrap_or(0.0)));
+    }
+    let mut c = XyChart {
+        title: "Latency vs offered load".into(),
+        x_label: "offered load (requests/s)".into(),
+        y_label: "TTFT (ms, log)".into(),
+        log_y: true,
+        ..Default::default()
+    };
+    for (k, (f, ps)) in fam.iter().enumerate() {
+        let color = PALETTE[k % 10];
+        let pick = |g: fn(&SweepPoint) -> f64| {
+            ps.iter().filter(|p| p.stable && p.rate.is_some()).map(|p| (p.rate.unwrap_or(0.0), g(p))).collect()
+        };
+        c.series.push(Series::line(format!("{} p99", label(f)), pick(|p| p.ttft_p99), color));
+        c.series.push(Series {
+            name: format!("{} p50", label(f)),
+            points: pick(|p| p.ttft_p50),
+            color,
+            line: true,
+            markers: false,
+            bold: false,
+        });
+        c.flagged
+            .extend(ps.iter().filter(|p| !p.stable && p.rate.is_some()).map(|p| (p.rate.unwrap_or(0.0), p.ttft_p99)));
+    }
+    if let Some(s) = ttft_slo {
+        c.hlines.push(RefLine { at: s, label: format!("TTFT SLO {s} ms") });
+        for (f, r) in knees(points, s) {
+            c.vlines.push(RefLine { at: r, label: format!(" knee {}: {r} req/s", label(&f)) });
+        }
+    }
+    Figure::Panels { title: title.into(), rows: 1, cols: 1, panels: vec![c] }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pareto_front_keeps_non_dominated_points() {
+        let xy = [(1.0, 5.0), (2.0, 4.0), (1.5, 3.0), (3.0, 1.0), (0.5, 5.0)];
+        assert_eq!(pareto_front(&xy), vec![0, 1, 3]);
+    }
+}
