@@ -25,8 +25,66 @@ enum Command {
     Check(ScenarioArgs),
     /// Print the catalogue of models or GPUs.
     List(ListArgs),
+    /// Run a grid of scenario variants in parallel; write sweep.csv, sweep.json and charts.
+    Sweep(SweepArgs),
+    /// Combine the folders of sharded sweeps into one result, as if run unsharded.
+    Merge(MergeArgs),
+    /// Redraw the charts of a results folder (a run or a sweep).
+    Plot(PlotArgs),
     /// Measure simulator speed and memory (see README, "Speed").
     Bench(crate::bench::BenchArgs),
+}
+
+#[derive(Debug, Args)]
+struct SweepArgs {
+    #[command(flatten)]
+    s: ScenarioArgs,
+    /// A grid axis, e.g. --grid workload.rate=5,10,20 (repeatable; adds to or replaces [sweep.grid]).
+    #[arg(long = "grid", value_name = "KEY=V1,V2,...")]
+    grid: Vec<String>,
+    /// Advance the axes in lock step instead of taking their cartesian product.
+    #[arg(long)]
+    zip: bool,
+    /// Worker threads (default: all cores).
+    #[arg(long, short)]
+    jobs: Option<usize>,
+    /// Replications per point (default: [sweep] replications, else 1).
+    #[arg(long, short)]
+    replications: Option<u32>,
+    /// Run only the points with index ≡ K (mod N), e.g. --shard 0/4.
+    #[arg(long, value_name = "K/N")]
+    shard: Option<String>,
+    /// Continue an interrupted sweep in the same folder, skipping finished points.
+    #[arg(long)]
+    resume: bool,
+    /// Replace results already in the output folder.
+    #[arg(long)]
+    force: bool,
+    /// Output folder (default: output/<scenario name>-sweep).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Seed (overrides the scenario's).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Do not print the results table.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(Debug, Args)]
+struct MergeArgs {
+    /// Shard result folders.
+    #[arg(required = true)]
+    dirs: Vec<PathBuf>,
+    /// Where to write the merged result.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+struct PlotArgs {
+    /// A results folder written by `run` or `sweep`.
+    dir: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -112,6 +170,13 @@ fn dispatch(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Bench(a) => crate::bench::main(a),
+        Command::Sweep(a) => cmd_sweep(a),
+        Command::Merge(a) => {
+            let points = crate::sweep::merge(&a.dirs, &a.out)?;
+            println!("merged {} points from {} folders into {}", points.len(), a.dirs.len(), a.out.display());
+            Ok(())
+        }
+        Command::Plot(a) => cmd_plot(&a.dir),
     }
 }
 
@@ -121,6 +186,7 @@ fn load(a: &ScenarioArgs, seed: Option<u64>) -> Result<(LoadedScenario, Setup)> 
     let mut loaded = load_scenario(&a.scenario, &a.set)?;
     if let Some(seed) = seed {
         loaded.scenario.seed = seed;
+        loaded.seed_override = Some(seed);
     }
     let setup = resolve(&loaded.scenario, &catalog).map_err(|e| loaded.locate(e))?;
     Ok((loaded, setup))
@@ -159,7 +225,9 @@ pub fn write_run(dir: &Path, loaded: &LoadedScenario, rep: &crate::Report) -> Re
     );
     csv?;
     json?;
-    write_run_charts(dir, rep)?;
+    write_json(&dir.join("timeseries.json"), &rep.output.timeseries)?;
+    write_json(&dir.join("trace.json"), &rep.output.trace)?;
+    write_run_charts(dir, &report::RunData::of(rep))?;
     let m = report::manifest(
         &rep.setup,
         rep.seed,
@@ -172,45 +240,101 @@ pub fn write_run(dir: &Path, loaded: &LoadedScenario, rep: &crate::Report) -> Re
 }
 
 /// Writes the run's charts: latency CDFs, time series, request timeline.
-pub fn write_run_charts(dir: &Path, rep: &crate::Report) -> Result<()> {
-    let s = &rep.setup.scenario;
+pub fn write_run_charts(dir: &Path, run: &report::RunData) -> Result<()> {
+    let s = &run.scenario;
     let name = &s.name;
     let slo = s.slo.clone().unwrap_or_default();
-    let label = format!(
-        "{} {} on {} × {}",
-        rep.setup.llm.name,
-        s.model.dtype.as_str(),
-        s.hardware.replicas * s.hardware.tp,
-        rep.setup.gpu.name
-    );
     let figs = [
         (
             "cdf",
             plot::cdf_figure(
                 &format!("{name}: latency distributions"),
-                &[(label, &rep.output.records, s.warmup_s)],
+                &[(run.label.clone(), &run.records, s.warmup_s)],
                 [slo.ttft_ms, slo.tpot_ms, slo.e2e_ms],
             ),
         ),
-        (
-            "timeseries",
-            plot::timeseries_figure(&format!("{name}: the run over time"), &rep.output.timeseries, s.warmup_s),
-        ),
+        ("timeseries", plot::timeseries_figure(&format!("{name}: the run over time"), &run.timeseries, s.warmup_s)),
         (
             "timeline",
             plot::gantt_figure(
                 &format!("{name}: the first {} requests", crate::sim::TRACE_REQUESTS),
-                &rep.output.records,
-                &rep.output.trace,
+                &run.records,
+                &run.trace,
                 crate::sim::TRACE_REQUESTS as usize,
             ),
         ),
     ];
     let results: Vec<Result<String>> = figs.par_iter().map(|(stem, f)| plot::save(f, dir, stem)).collect();
-    for r in results {
-        r?;
+    results.into_iter().try_for_each(|r| r.map(|_| ()))
+}
+
+fn parse_shard(s: &str) -> Result<(usize, usize)> {
+    let bad = || {
+        ConfigError::new(format!("--shard {s}: expected K/N with 0 <= K < N"))
+            .hint("for example --shard 0/4 ... --shard 3/4")
+    };
+    let (k, n) = s.split_once('/').ok_or_else(bad)?;
+    let (k, n): (usize, usize) = (k.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
+    if n == 0 || k >= n {
+        return Err(bad().into());
+    }
+    Ok((k, n))
+}
+
+fn cmd_sweep(a: SweepArgs) -> Result<()> {
+    let catalog = Catalog::with_dir(a.s.models.as_deref())?;
+    let mut loaded = load_scenario(&a.s.scenario, &a.s.set)?;
+    if let Some(seed) = a.seed {
+        loaded.scenario.seed = seed;
+        loaded.seed_override = Some(seed);
+    }
+    let grid = crate::sweep::Grid::new(&loaded, &a.grid, a.zip)?;
+    let shard = a.shard.as_deref().map(parse_shard).transpose()?;
+    if a.replications == Some(0) {
+        return Err(ConfigError::new("--replications must be at least 1").into());
+    }
+    // Fail fast on a grid value that breaks the scenario (e.g. a typo in a key).
+    for (i, p) in grid.points().iter().enumerate().take(1) {
+        loaded.derive(p, &format!("sweep point {i}"))?;
+    }
+    let dir = a.out.clone().unwrap_or_else(|| Path::new("output").join(format!("{}-sweep", loaded.scenario.name)));
+    let opts = crate::sweep::SweepOptions {
+        jobs: a.jobs,
+        replications: a.replications,
+        shard,
+        resume: a.resume,
+        force: a.force,
+        progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+    };
+    let points = crate::sweep::run_sweep(&loaded, &catalog, &grid, &opts, &dir)?;
+    let manifest = crate::sweep::SweepManifest::read(&dir)?;
+    crate::sweep::write_outputs(&dir, &manifest, &points)?;
+    if !a.quiet {
+        print!("{}", report::format_sweep(&manifest, &points));
+        println!("results: {}", dir.display());
     }
     Ok(())
+}
+
+fn cmd_plot(dir: &Path) -> Result<()> {
+    if dir.join(crate::sweep::MANIFEST).exists() {
+        let m = crate::sweep::SweepManifest::read(dir)?;
+        let points = crate::sweep::read_points(&dir.join(crate::sweep::POINTS))?;
+        let mut points = points;
+        points.sort_by_key(|p| p.index);
+        crate::sweep::write_charts(dir, &m, &points)?;
+        println!("redrew tradeoff, pareto and hockey charts in {}", dir.display());
+        return Ok(());
+    }
+    if dir.join("manifest.json").exists() {
+        let run = report::RunData::read(dir)?;
+        write_run_charts(dir, &run)?;
+        println!("redrew cdf, timeseries and timeline charts in {}", dir.display());
+        return Ok(());
+    }
+    Err(ConfigError::new(format!("{} holds no servesim results", dir.display()))
+        .hint("pass a folder written by `servesim run` or `servesim sweep`")
+        .into())
 }
 
 fn list(c: &Catalog, what: ListWhat) -> String {

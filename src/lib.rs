@@ -56,6 +56,7 @@ pub mod metrics;
 pub mod plot;
 pub mod report;
 pub mod sim;
+pub mod sweep;
 pub mod workload;
 
 pub use catalog::Catalog;
@@ -117,7 +118,7 @@ pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
         || unknown("gpu", &s.hardware.gpu, catalog.gpus.keys().collect(), "hardware.gpu"),
     )?;
     let e = &s.engine;
-    if e.chunked_prefill && e.max_num_batched_tokens < e.max_num_seqs {
+    if e.max_num_batched_tokens < e.max_num_seqs {
         return Err(ConfigError::new(format!(
             "max_num_batched_tokens ({}) is smaller than max_num_seqs ({}): a full decode batch would not fit one step",
             e.max_num_batched_tokens, e.max_num_seqs

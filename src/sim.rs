@@ -27,9 +27,13 @@ pub struct SimOutput {
     pub itl: LogHistogram,
     /// Per-replica statistics.
     pub replicas: Vec<ReplicaStats>,
-    /// Time of the last event (the last completion), s.
+    /// End of the last engine step (the last completion), s: the end of the
+    /// measurement window.
     pub end_time: f64,
-    /// ∫ requests in the system dt over [0, end_time] (Little's law).
+    /// Time of the last event of any kind (a late rejected arrival may come
+    /// after the last completion), s.
+    pub run_end: f64,
+    /// ∫ requests in the system dt over [0, run_end] (Little's law).
     pub in_system_area: f64,
     /// Peak FLOP/s of one GPU (for MFU).
     pub peak_flops: f64,
@@ -51,7 +55,7 @@ pub const TRACE_REQUESTS: u32 = 40;
 const MAX_SAMPLES: usize = 2048;
 
 /// The cluster's state at one instant (summed over replicas).
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TimeSample {
     /// Simulated time, s.
     pub t: f64,
@@ -215,6 +219,7 @@ pub fn simulate_with<C: StepCostModel>(
     let mut in_system = 0u64;
     let mut area = 0.0f64;
     let mut events = 0u64;
+    let mut last_step_end = f64::NAN;
     let mut trace: Vec<Span> = Vec::new();
     let mut sampler = Sampler { next: 0.0, interval: 0.05, samples: Vec::new() };
 
@@ -310,6 +315,7 @@ pub fn simulate_with<C: StepCostModel>(
                     }
                 }
                 now = t;
+                last_step_end = t;
             }
         }
     }
@@ -320,7 +326,8 @@ pub fn simulate_with<C: StepCostModel>(
         records,
         itl,
         replicas: replicas.into_iter().map(|r| r.stats).collect(),
-        end_time: now,
+        end_time: if last_step_end.is_nan() { now } else { last_step_end },
+        run_end: now,
         in_system_area: area,
         peak_flops,
         peak_bandwidth,

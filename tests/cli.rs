@@ -72,7 +72,7 @@ fn run_writes_results_and_refuses_to_overwrite() {
     // No temporary files are left behind.
     let names: Vec<String> =
         std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    assert_eq!(names.len(), 9, "{names:?}");
+    assert_eq!(names.len(), 11, "{names:?}");
     assert!(names.iter().all(|n| !n.starts_with('.')), "{names:?}");
 
     let before = std::fs::read(out.join("summary.json")).unwrap();

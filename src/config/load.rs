@@ -19,6 +19,8 @@ pub struct LoadedScenario {
     pub sha256: String,
     /// The `--set key=value` overrides applied, in order.
     pub overrides: Vec<String>,
+    /// A `--seed` given on the command line.
+    pub seed_override: Option<u64>,
 }
 
 /// Reads, overrides and validates a scenario file.
@@ -74,7 +76,14 @@ pub fn load_scenario_str(text: &str, path: &Path, sets: &[String]) -> Result<Loa
         return Err(err);
     }
     let sha256 = Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
-    Ok(LoadedScenario { scenario, path: path.to_path_buf(), text: text.to_string(), sha256, overrides: sets.to_vec() })
+    Ok(LoadedScenario {
+        scenario,
+        path: path.to_path_buf(),
+        text: text.to_string(),
+        sha256,
+        overrides: sets.to_vec(),
+        seed_override: None,
+    })
 }
 
 /// Applies one `key.path=value` override to a TOML table. The value is read
@@ -87,22 +96,32 @@ pub fn apply_set(table: &mut toml::Table, set: &str) -> Result<(), ConfigError> 
     };
     let key = key.trim();
     let raw = raw.trim();
-    let parts: Vec<&str> = key.split('.').collect();
-    if parts.iter().any(|p| p.is_empty()) {
-        return Err(ConfigError::new(format!("--set {set}: empty segment in key path `{key}`"))
-            .hint("write dotted keys like engine.max_num_seqs"));
-    }
-    let value = match toml::from_str::<toml::Table>(&format!("v = {raw}")) {
+    set_value(table, key, parse_value(raw))
+        .map_err(|e| ConfigError::new(format!("--set {set}: {}", e.message)).hint(e.hint.unwrap_or_default()))
+}
+
+/// Reads a command-line value as TOML (`3`, `true`, `"x"`, `{...}`), or as a bare string.
+pub fn parse_value(raw: &str) -> toml::Value {
+    match toml::from_str::<toml::Table>(&format!("v = {raw}")) {
         Ok(mut t) => t.remove("v").unwrap_or(toml::Value::String(raw.to_string())),
         Err(_) => toml::Value::String(raw.to_string()),
-    };
+    }
+}
+
+/// Sets a dotted key in a TOML table, creating intermediate tables.
+pub fn set_value(table: &mut toml::Table, key: &str, value: toml::Value) -> Result<(), ConfigError> {
+    let parts: Vec<&str> = key.split('.').collect();
+    if parts.iter().any(|p| p.is_empty()) {
+        return Err(ConfigError::new(format!("empty segment in key path `{key}`"))
+            .hint("write dotted keys like engine.max_num_seqs"));
+    }
     let mut cur = table;
     for p in &parts[..parts.len() - 1] {
         let entry = cur.entry(p.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
         cur = match entry {
             toml::Value::Table(t) => t,
             _ => {
-                return Err(ConfigError::new(format!("--set {set}: `{p}` is not a table"))
+                return Err(ConfigError::new(format!("`{p}` is not a table"))
                     .hint(format!("`{p}` holds a value; set `{p}` itself, not a key below it")));
             }
         };
@@ -129,6 +148,39 @@ pub fn locate_key(text: &str, key: &str) -> Option<usize> {
 }
 
 impl LoadedScenario {
+    /// The scenario as a TOML table: the file with the `--set` overrides applied.
+    pub fn table(&self) -> toml::Table {
+        let mut t: toml::Table = toml::from_str(&self.text).unwrap_or_default();
+        for s in &self.overrides {
+            let _ = apply_set(&mut t, s);
+        }
+        if let Some(seed) = self.seed_override {
+            t.insert("seed".into(), toml::Value::Integer(seed as i64));
+        }
+        t
+    }
+
+    /// A variant of this scenario with more overrides (dotted key → value),
+    /// validated; `what` names the variant in errors (e.g. "sweep point 7").
+    pub fn derive(&self, extra: &[(String, toml::Value)], what: &str) -> Result<Scenario, ConfigError> {
+        let mut t = self.table();
+        for (k, v) in extra {
+            set_value(&mut t, k, v.clone())
+                .map_err(|e| ConfigError { message: format!("{what}: {}", e.message), ..e })?;
+        }
+        t.remove("sweep");
+        let mut s = Scenario::deserialize(t).map_err(|e| {
+            let mut err = ConfigError::from_toml(&e, "", &self.path);
+            err.message = format!("{what}: {}", err.message);
+            err
+        })?;
+        s.name = self.scenario.name.clone();
+        s.validate().map_err(|(key, message, hint)| {
+            ConfigError::new(format!("{what}: {message}")).file(&self.path).key(key).hint(hint)
+        })?;
+        Ok(s)
+    }
+
     /// Places an error about a key of this scenario at its file and line
     /// (or names the `--set` override it came from).
     pub fn locate(&self, mut err: ConfigError) -> ConfigError {

@@ -7,7 +7,7 @@
 mod load;
 mod validate;
 
-pub use load::{LoadedScenario, apply_set, load_scenario, load_scenario_str};
+pub use load::{LoadedScenario, apply_set, load_scenario, load_scenario_str, parse_value, set_value};
 
 use crate::catalog::{GpuSpec, LlmSpec};
 use serde::{Deserialize, Serialize};
@@ -50,6 +50,44 @@ pub struct Scenario {
     /// Service-level objectives; enable goodput and SLO attainment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo: Option<SloConfig>,
+    /// A parameter grid for `servesim sweep`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepConfig>,
+    /// Overrides (dotted keys) that define a baseline simulated beside every
+    /// configuration with the same arrivals and lengths.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<toml::Table>,
+}
+
+/// How grid axes combine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SweepMode {
+    /// Every combination of the axes' values.
+    #[default]
+    Cartesian,
+    /// The axes advance in lock step (all lists have the same length).
+    Zip,
+}
+
+/// `[sweep]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct SweepConfig {
+    /// Axes: dotted scenario key → list of values, in order.
+    #[serde(default)]
+    pub grid: toml::Table,
+    /// How the axes combine.
+    #[serde(default)]
+    pub mode: SweepMode,
+    /// Independent runs per point (seeds derived from the scenario seed,
+    /// the point index and the replication).
+    #[serde(default = "one")]
+    pub replications: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// Weight format.

@@ -109,8 +109,12 @@ impl Scenario {
         if e.max_num_batched_tokens == 0 {
             return fail("engine.max_num_batched_tokens", "must be at least 1", "set a token budget such as 8192");
         }
-        if e.block_size == 0 {
-            return fail("engine.block_size", "must be at least 1", "use 16 (vLLM's default)");
+        if e.block_size == 0 || e.block_size > 1024 {
+            return fail(
+                "engine.block_size",
+                format!("must be between 1 and 1024 tokens, got {}", e.block_size),
+                "use 16 (vLLM's default)",
+            );
         }
         if !(e.gpu_memory_utilization > 0.0 && e.gpu_memory_utilization <= 1.0) {
             return fail(
@@ -234,6 +238,24 @@ impl Scenario {
         }
         length("workload.prompt_tokens", &w.prompt_tokens)?;
         length("workload.output_tokens", &w.output_tokens)?;
+        if let Some(sw) = &self.sweep {
+            if sw.replications == 0 {
+                return fail(
+                    "sweep.replications",
+                    "must be at least 1",
+                    "set replications = 1 or more (3+ gives confidence intervals)",
+                );
+            }
+            for (k, v) in &sw.grid {
+                if !v.as_array().is_some_and(|a| !a.is_empty()) {
+                    return fail(
+                        &format!("sweep.grid.{k}"),
+                        "must be a non-empty list of values",
+                        format!("write \"{k}\" = [v1, v2, ...]"),
+                    );
+                }
+            }
+        }
         if let Some(slo) = &self.slo {
             if slo.ttft_ms.is_none() && slo.tpot_ms.is_none() && slo.e2e_ms.is_none() {
                 return fail("slo", "[slo] sets no objective", "set ttft_ms, tpot_ms and/or e2e_ms, or remove [slo]");

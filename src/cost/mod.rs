@@ -29,7 +29,8 @@ pub struct StepBatch {
     pub decode_ctx_tokens: f64,
     /// Sequences that sample a token at the end of the step (LM-head rows).
     pub logits: u32,
-    /// Requests scheduled for the first time in this step.
+    /// Requests admitted in this step (first admissions and re-admissions
+    /// after a preemption: each prepares its inputs anew).
     pub new_requests: u32,
 }
 

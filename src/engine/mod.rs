@@ -98,7 +98,7 @@ pub struct ReplicaStats {
     pub token_area: f64,
     /// ∫ KV blocks in use dt.
     pub kv_area: f64,
-    /// Most KV blocks ever in use.
+    /// Most KV blocks in use at a step start inside the window.
     pub peak_kv_blocks: u64,
     /// ∫ waiting requests dt.
     pub waiting_area: f64,
@@ -149,7 +149,7 @@ pub struct Replica<C> {
 }
 
 /// What a traced request was doing during a span of time (for the timeline chart).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SpanKind {
     /// Computing a prefill chunk.
@@ -161,7 +161,7 @@ pub enum SpanKind {
 }
 
 /// One span of a traced request's life.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Span {
     /// Request id.
     pub req: u32,
@@ -682,11 +682,17 @@ impl<C: StepCostModel> Replica<C> {
 
     /// Checks the replica's invariants (O(running)); for tests.
     pub fn check_invariants(&self) -> Result<(), String> {
+        let (mut n_dec, mut dec_ctx, mut phase) = (0u32, 0u64, vec![0u32; self.phase_count.len()]);
         let mut blocks = 0u64;
         let mut n = 0;
         let mut i = self.head;
         while i != NIL {
             let s = &self.slots[i as usize];
+            if s.phase == Phase::Decode {
+                n_dec += 1;
+                dec_ctx += self.kv_len(s);
+                phase[self.phase_of(s.d0, s.kv0)] += 1;
+            }
             blocks += match s.phase {
                 Phase::Decode => blocks_for(self.kv_len(s), self.p.block_size),
                 Phase::Prefill => s.blocks as u64,
@@ -698,14 +704,20 @@ impl<C: StepCostModel> Replica<C> {
         if n != self.n_running {
             return Err(format!("running list has {n} entries, counter says {}", self.n_running));
         }
+        if (n_dec, dec_ctx) != (self.n_dec, self.dec_ctx) || phase != self.phase_count {
+            return Err(format!(
+                "decode aggregates ({}, {}) disagree with the sequences ({n_dec}, {dec_ctx})",
+                self.n_dec, self.dec_ctx
+            ));
+        }
         let used = self.p.num_blocks - self.free_blocks;
         // During a decode step the step's new blocks are already reserved.
         let reserved = if self.busy && self.step_decodes {
-            self.phase_count[((self.d) % self.p.block_size as u64) as usize] as u64
+            self.phase_count[(self.d % self.p.block_size as u64) as usize] as u64
         } else {
             0
         };
-        if used != blocks + reserved && used != blocks {
+        if used != blocks + reserved {
             return Err(format!("{used} blocks in use but sequences hold {blocks} (+{reserved} reserved)"));
         }
         if used > self.p.num_blocks {

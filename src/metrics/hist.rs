@@ -105,6 +105,10 @@ impl LogHistogram {
         let m = self.mean();
         (self.sum_sq / self.n as f64 - m * m).max(0.0).sqrt()
     }
+    /// Exact minimum.
+    pub fn min(&self) -> f64 {
+        if self.n == 0 { f64::NAN } else { self.min }
+    }
     /// Exact maximum.
     pub fn max(&self) -> f64 {
         if self.n == 0 { f64::NAN } else { self.max }

@@ -15,6 +15,13 @@ pub enum RejectReason {
 }
 
 impl RejectReason {
+    /// Parses the snake_case name.
+    pub fn parse(s: &str) -> Option<Self> {
+        [RejectReason::ExceedsMaxModelLen, RejectReason::ExceedsKvCapacity, RejectReason::ExceedsTokenBudget]
+            .into_iter()
+            .find(|r| r.as_str() == s)
+    }
+
     /// snake_case name used in CSV and JSON.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -5,9 +5,9 @@
 //! arrival order; the mean queueing delay of each group is regressed on its
 //! mean arrival time. The run is declared **unstable** when both
 //! (a) the slope is positive with a t-statistic above 3 (8 degrees of
-//! freedom), and (b) the last group waits more than twice as long as the first
-//! group plus two typical service times — i.e. the queue has grown far beyond
-//! what steady-state fluctuation explains. Offline runs (all requests at t = 0)
+//! freedom), and (b) the last group's mean queueing delay exceeds the first's
+//! by more than the larger of the first's and half the median service time —
+//! the queue has grown far beyond what steady-state fluctuation explains. Offline runs (all requests at t = 0)
 //! are throughput tests: their queue drains by construction, so stability does
 //! not apply.
 
@@ -39,8 +39,10 @@ pub struct Stability {
     pub median_service_ms: f64,
 }
 
-/// Per-request inputs, in arrival order: (arrival s, queueing delay s, finish s).
-pub fn assess(samples: &[(f64, f64, f64)], median_service: f64, offline: bool) -> Stability {
+/// Judges a run from its completed measured requests in arrival order —
+/// (arrival s, queueing delay s, finish s) — and the arrival times of all
+/// measured requests (rejected ones included).
+pub fn assess(samples: &[(f64, f64, f64)], arrivals: &[f64], median_service: f64, offline: bool) -> Stability {
     let mut st = Stability {
         verdict: String::new(),
         explanation: String::new(),
@@ -65,9 +67,14 @@ pub fn assess(samples: &[(f64, f64, f64)], median_service: f64, offline: bool) -
         st.explanation = format!("{n} measured requests are too few to judge stability (need {})", 5 * GROUPS);
         return st;
     }
-    let (t0, t1) = (samples[0].0, samples[n - 1].0);
-    let span = (t1 - t0).max(f64::MIN_POSITIVE);
-    st.offered_rate = (n - 1) as f64 / span;
+    let (t0, t1) = (arrivals[0], arrivals[arrivals.len() - 1]);
+    if t1 <= t0 {
+        st.verdict = "not_applicable".into();
+        st.explanation = "all measured requests arrived at the same instant: a batch, not a steady stream".into();
+        return st;
+    }
+    let span = t1 - t0;
+    st.offered_rate = (arrivals.len() - 1) as f64 / span;
     let done = samples.iter().filter(|s| s.2 <= t1).count();
     st.completion_rate_during_arrivals = done as f64 / span;
     let mut xs = [0.0; GROUPS];
@@ -83,7 +90,7 @@ pub fn assess(samples: &[(f64, f64, f64)], median_service: f64, offline: bool) -
     st.queue_delay_last_tenth_ms = ys[GROUPS - 1] * 1e3;
     st.queue_delay_slope_ms_per_s = slope * 1e3;
     st.slope_t_stat = t;
-    let grew = ys[GROUPS - 1] > 2.0 * ys[0] + 2.0 * median_service;
+    let grew = ys[GROUPS - 1] - ys[0] > ys[0].max(0.5 * median_service);
     if t > 3.0 && grew {
         st.verdict = "overloaded".into();
         st.explanation = format!(

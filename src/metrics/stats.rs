@@ -84,7 +84,7 @@ impl Distribution {
             mean: h.mean(),
             std: h.std(),
             percentiles: PERCENTILES.iter().map(|&p| h.percentile(p)).collect(),
-            min: if h.count() == 0 { f64::NAN } else { h.percentile(0.0) },
+            min: h.min(),
             max: h.max(),
         }
     }

@@ -271,7 +271,7 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
                 cols[3].push(r.queue_delay());
                 cols[4].push(r.preprocess());
                 cols[5].push(r.normalized_latency());
-                stab.push((r.arrival, r.first_scheduled - r.arrival, r.last_token));
+                stab.push((r.arrival, r.queue_delay(), r.last_token));
                 service.push(e2e - (r.first_scheduled - r.arrival));
                 if let Some(slo) = slo {
                     let [a, b, c] = slo_checks(slo, r);
@@ -362,13 +362,14 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
             .map(|x| total_usd / x.good_requests as f64),
     };
     let med_service = if service.is_empty() { f64::NAN } else { super::stats::percentiles(&mut service, &[50.0])[0] };
-    let stability = assess(&stab, med_service, s.workload.arrival == ArrivalKind::Offline);
+    let measured_arrivals: Vec<f64> = out.records.iter().filter(|r| r.arrival >= warmup).map(|r| r.arrival).collect();
+    let stability = assess(&stab, &measured_arrivals, med_service, s.workload.arrival == ArrivalKind::Offline);
     let stable = match stability.verdict.as_str() {
         "stable" => Some(true),
         "overloaded" => Some(false),
         _ => None,
     };
-    let littles_law = littles_law(&out.records, out.end_time, out.in_system_area);
+    let littles_law = littles_law(&out.records, out.run_end, out.in_system_area);
     Summary {
         servesim_version: env!("CARGO_PKG_VERSION").to_string(),
         scenario: s.name.clone(),

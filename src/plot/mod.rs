@@ -79,7 +79,7 @@ pub struct RefLine {
 }
 
 /// An x–y panel.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone)]
 pub struct XyChart {
     /// Panel title.
     pub title: String,
@@ -97,6 +97,24 @@ pub struct XyChart {
     pub vlines: Vec<RefLine>,
     /// Points to flag as unreliable (unstable runs), drawn as red crosses.
     pub flagged: Vec<(f64, f64)>,
+    /// Where the legend goes.
+    pub legend: SeriesLabelPosition,
+}
+
+impl Default for XyChart {
+    fn default() -> Self {
+        XyChart {
+            title: String::new(),
+            x_label: String::new(),
+            y_label: String::new(),
+            log_y: false,
+            series: Vec::new(),
+            hlines: Vec::new(),
+            vlines: Vec::new(),
+            flagged: Vec::new(),
+            legend: SeriesLabelPosition::UpperLeft,
+        }
+    }
 }
 
 /// One request's bar in a timeline.
@@ -111,7 +129,7 @@ pub struct GanttRow {
 }
 
 /// What to draw.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub enum Figure {
     /// Panels of x–y charts laid out in `rows` × `cols`, under a title.
     Panels {
@@ -210,6 +228,15 @@ fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> Dr
         .y_label_area_size(64)
         .build_cartesian_2d(x0..x1, y0..y1)?;
     let log_y = c.log_y;
+    // On a log axis, ticks go at 1-2-5 multiples of powers of ten.
+    let log_ticks: Vec<f64> = if log_y {
+        (y0.floor() as i32..=y1.ceil() as i32)
+            .flat_map(|e| [1.0, 2.0, 5.0].map(|m| (m * 10f64.powi(e)).log10()))
+            .filter(|v| *v >= y0 && *v <= y1)
+            .collect()
+    } else {
+        Vec::new()
+    };
     chart
         .configure_mesh()
         .x_desc(&c.x_label)
@@ -217,9 +244,21 @@ fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> Dr
         .label_style((FONT, 12))
         .axis_desc_style((FONT, 13))
         .x_label_formatter(&|v| human(*v))
-        .y_label_formatter(&|v| if log_y { log_label(*v) } else { human(*v) })
+        .y_labels(if log_y { 0 } else { 10 })
+        .y_label_formatter(&|v| human(*v))
         .light_line_style(RGBColor(235, 235, 235))
         .draw()?;
+    if log_y {
+        let grid = RGBColor(225, 225, 225);
+        for &v in &log_ticks {
+            chart.draw_series(std::iter::once(PathElement::new(vec![(x0, v), (x1, v)], grid.stroke_width(1))))?;
+            chart.draw_series(std::iter::once(Text::new(
+                log_label(v),
+                (x0, v),
+                (FONT, 11).into_font().color(&RGBColor(80, 80, 80)),
+            )))?;
+        }
+    }
     for s in &c.series {
         let data: Vec<(f64, f64)> = s
             .points
@@ -254,7 +293,7 @@ fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> Dr
         chart.draw_series(std::iter::once(PathElement::new(vec![(x0, y), (x1, y)], grey.stroke_width(1))))?;
         chart.draw_series(std::iter::once(Text::new(
             h.label.clone(),
-            (x0 + (x1 - x0) * 0.01, y),
+            (x0 + (x1 - x0) * 0.80, y),
             (FONT, 12).into_font().color(&grey),
         )))?;
     }
@@ -262,7 +301,7 @@ fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> Dr
         chart.draw_series(std::iter::once(PathElement::new(vec![(v.at, y0), (v.at, y1)], grey.stroke_width(1))))?;
         chart.draw_series(std::iter::once(Text::new(
             v.label.clone(),
-            (v.at, y1 - (y1 - y0) * 0.04),
+            (v.at, y0 + (y1 - y0) * 0.06),
             (FONT, 12).into_font().color(&grey),
         )))?;
     }
@@ -272,7 +311,7 @@ fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> Dr
             .background_style(WHITE.mix(0.85))
             .border_style(RGBColor(200, 200, 200))
             .label_font((FONT, 12))
-            .position(SeriesLabelPosition::UpperRight)
+            .position(c.legend.clone())
             .draw()?;
     }
     Ok(())

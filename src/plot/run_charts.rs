@@ -57,6 +57,7 @@ pub fn cdf_figure(title: &str, runs: &[(String, &[RequestRecord], f64)], slo: [O
                 })
                 .collect(),
             vlines: slo.map(|s| RefLine { at: s, label: format!(" SLO {s} ms") }).into_iter().collect(),
+            legend: plotters::chart::SeriesLabelPosition::LowerRight,
             ..Default::default()
         })
         .collect();

@@ -3,21 +3,25 @@
 
 mod csv;
 mod manifest;
+mod run_data;
 mod table;
 
 pub use self::csv::write_requests_csv;
 pub use manifest::{Manifest, manifest};
-pub use table::{format_check, format_summary};
+pub use run_data::RunData;
+pub use table::{format_check, format_summary, format_sweep};
 
 use crate::error::{ConfigError, Error, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Files a run writes.
-pub const RUN_FILES: [&str; 9] = [
+pub const RUN_FILES: [&str; 11] = [
     "summary.json",
     "requests.csv",
     "manifest.json",
+    "timeseries.json",
+    "trace.json",
     "cdf.svg",
     "cdf.png",
     "timeseries.svg",

@@ -167,3 +167,50 @@ pub fn format_check(setup: &Setup) -> String {
     let _ = write!(o, "{}", toml::to_string_pretty(s).unwrap_or_default());
     o
 }
+
+/// A sweep's results as a text table: parameters and headline metrics.
+pub fn format_sweep(m: &crate::sweep::SweepManifest, points: &[crate::sweep::PointResult]) -> String {
+    let mut o = String::new();
+    let keys: Vec<&str> = m.grid.axes.iter().map(|a| a.0.as_str()).collect();
+    let cols = [
+        ("req/s", "request_throughput"),
+        ("out tok/s", "output_throughput"),
+        ("TTFT p50", "median_ttft_ms"),
+        ("TTFT p99", "p99_ttft_ms"),
+        ("TPOT p50", "median_tpot_ms"),
+        ("TPOT p99", "p99_tpot_ms"),
+        ("SLO %", "slo.attainment"),
+        ("$/1M tok", "cost.usd_per_million_output_tokens"),
+    ];
+    let _ = writeln!(
+        o,
+        "sweep of {}: {} points × {} replication(s); latencies in ms",
+        m.scenario, m.total_points, m.replications
+    );
+    for k in &keys {
+        let _ = write!(o, "{:>14} ", k.rsplit('.').next().unwrap_or(k));
+    }
+    for (h, _) in cols {
+        let _ = write!(o, "{h:>10} ");
+    }
+    let _ = writeln!(o, " stable");
+    for p in points {
+        for k in &keys {
+            let v = p.params.iter().find(|x| x.0 == *k).map_or(String::new(), |x| match &x.1 {
+                serde_json::Value::String(s) => s.clone(),
+                v => v.to_string(),
+            });
+            let _ = write!(o, "{v:>14} ");
+        }
+        if let Some(e) = &p.error {
+            let _ = writeln!(o, " error: {}", e.lines().next().unwrap_or(""));
+            continue;
+        }
+        for (_, name) in cols {
+            let x = p.get(name) * if name == "slo.attainment" { 100.0 } else { 1.0 };
+            let _ = write!(o, "{:>10} ", num(x, if x.abs() >= 100.0 { 0 } else { 2 }));
+        }
+        let _ = writeln!(o, " {}", if p.stable_fraction >= 1.0 { "yes" } else { "NO (overloaded)" });
+    }
+    o
+}

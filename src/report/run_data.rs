@@ -1,0 +1,102 @@
+//! What the run charts need, from a fresh run or read back from its folder.
+
+use crate::config::Scenario;
+use crate::engine::Span;
+use crate::error::{ConfigError, Result};
+use crate::metrics::{RejectReason, RequestRecord, Status};
+use crate::sim::TimeSample;
+use std::path::Path;
+
+/// The data behind a run's charts.
+#[derive(Debug, Clone)]
+pub struct RunData {
+    /// The resolved scenario.
+    pub scenario: Scenario,
+    /// "model dtype on N × GPU", for legends.
+    pub label: String,
+    /// Per-request records.
+    pub records: Vec<RequestRecord>,
+    /// Sampled cluster state.
+    pub timeseries: Vec<TimeSample>,
+    /// Spans of the traced requests.
+    pub trace: Vec<Span>,
+}
+
+impl RunData {
+    /// From a report in memory.
+    pub fn of(rep: &crate::Report) -> Self {
+        let s = &rep.setup.scenario;
+        RunData {
+            scenario: s.clone(),
+            label: format!(
+                "{} {} on {} × {}",
+                rep.setup.llm.name,
+                s.model.dtype.as_str(),
+                s.hardware.replicas * s.hardware.tp,
+                rep.setup.gpu.name
+            ),
+            records: rep.output.records.clone(),
+            timeseries: rep.output.timeseries.clone(),
+            trace: rep.output.trace.clone(),
+        }
+    }
+
+    /// Reads `manifest.json`, `requests.csv`, `timeseries.json` and `trace.json` from a run folder.
+    pub fn read(dir: &Path) -> Result<Self> {
+        let read = |f: &str| {
+            std::fs::read_to_string(dir.join(f))
+                .map_err(|e| ConfigError::new(format!("cannot read {}: {e}", dir.join(f).display())))
+        };
+        let bad = |f: &str, e: String| ConfigError::new(format!("{}: {e}", dir.join(f).display()));
+        let m: serde_json::Value =
+            serde_json::from_str(&read("manifest.json")?).map_err(|e| bad("manifest.json", e.to_string()))?;
+        let scenario: Scenario =
+            serde_json::from_value(m["resolved_scenario"].clone()).map_err(|e| bad("manifest.json", e.to_string()))?;
+        let label = format!(
+            "{} {} on {} × {}",
+            m["model"]["name"].as_str().unwrap_or("?"),
+            scenario.model.dtype.as_str(),
+            scenario.hardware.replicas * scenario.hardware.tp,
+            m["gpu"]["name"].as_str().unwrap_or("?")
+        );
+        let timeseries =
+            serde_json::from_str(&read("timeseries.json")?).map_err(|e| bad("timeseries.json", e.to_string()))?;
+        let trace = serde_json::from_str(&read("trace.json")?).map_err(|e| bad("trace.json", e.to_string()))?;
+        let csv = read("requests.csv")?;
+        let mut records = Vec::new();
+        for (n, line) in csv.lines().enumerate().skip(1) {
+            let f: Vec<&str> = line.split(',').collect();
+            let err = |what: &str| bad("requests.csv", format!("line {}: {what}", n + 1));
+            if f.len() < 14 {
+                return Err(err("too few columns").into());
+            }
+            let t = |i: usize| {
+                if f[i].is_empty() {
+                    Ok(f64::NAN)
+                } else {
+                    f[i].parse::<f64>().map_err(|_| err(&format!("column {} is not a number", i + 1)))
+                }
+            };
+            let u = |i: usize| f[i].parse::<u32>().map_err(|_| err(&format!("column {} is not an integer", i + 1)));
+            let status = match (f[2], RejectReason::parse(f[3])) {
+                ("completed", _) => Status::Completed,
+                ("rejected", Some(r)) => Status::Rejected(r),
+                _ => Status::InFlight,
+            };
+            records.push(RequestRecord {
+                arrival: t(9)?,
+                admitted: t(10)?,
+                first_scheduled: t(11)?,
+                first_token: t(12)?,
+                last_token: t(13)?,
+                prompt: u(5)?,
+                output: u(6)?,
+                generated: u(7)?,
+                preemptions: u(8)?,
+                replica: if f[1].is_empty() { u32::MAX } else { u(1)? },
+                status,
+            });
+        }
+        Ok(RunData { scenario, label, records, timeseries, trace })
+    }
+}

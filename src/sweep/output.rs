@@ -1,0 +1,262 @@
+//! Sweep outputs: `points.jsonl` (appended as points finish), `sweep.csv`,
+//! `sweep.json`, the sweep charts, and merging shards.
+
+use super::{Grid, HEADLINE, PointResult};
+use crate::config::LoadedScenario;
+use crate::error::{ConfigError, Error, Result};
+use crate::plot::{self, SweepPoint};
+use serde::{Deserialize, Serialize};
+use std::io::BufRead;
+use std::path::Path;
+
+/// Per-point results, one JSON object per line, in completion order.
+pub const POINTS: &str = "points.jsonl";
+/// What the sweep is: scenario, grid, replications.
+pub const MANIFEST: &str = "sweep-manifest.json";
+
+/// Everything that identifies a sweep (shards of one sweep share it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepManifest {
+    /// servesim version.
+    pub servesim_version: String,
+    /// Scenario name.
+    pub scenario: String,
+    /// SHA-256 of the scenario file.
+    pub scenario_sha256: String,
+    /// The base scenario (file + overrides) as TOML text.
+    pub base: String,
+    /// The grid.
+    pub grid: Grid,
+    /// Replications per point.
+    pub replications: u32,
+    /// Points in the whole grid.
+    pub total_points: usize,
+    /// This run's shard (k, n), if sharded.
+    pub shard: Option<(usize, usize)>,
+}
+
+impl SweepManifest {
+    /// The manifest of a sweep of `loaded` over `grid`.
+    pub fn new(loaded: &LoadedScenario, grid: &Grid, replications: u32, total_points: usize) -> Self {
+        SweepManifest {
+            servesim_version: env!("CARGO_PKG_VERSION").into(),
+            scenario: loaded.scenario.name.clone(),
+            scenario_sha256: loaded.sha256.clone(),
+            base: toml::to_string(&loaded.table()).unwrap_or_default(),
+            grid: grid.clone(),
+            replications,
+            total_points,
+            shard: None,
+        }
+    }
+
+    /// Reads `sweep-manifest.json` from a results folder.
+    pub fn read(dir: &Path) -> Result<Self> {
+        let p = dir.join(MANIFEST);
+        let text = std::fs::read_to_string(&p).map_err(|e| {
+            ConfigError::new(format!("cannot read {}: {e}", p.display()))
+                .hint("pass a folder written by `servesim sweep`")
+        })?;
+        serde_json::from_str(&text).map_err(|e| ConfigError::new(format!("{}: {e}", p.display())).into())
+    }
+
+    /// True when both describe the same sweep (shards aside).
+    pub fn same_sweep(&self, o: &SweepManifest) -> bool {
+        SweepManifest { shard: None, ..self.clone() } == SweepManifest { shard: None, ..o.clone() }
+    }
+
+    /// The base scenario back as a loaded scenario (for charts and merging).
+    pub fn loaded(&self) -> Result<LoadedScenario> {
+        Ok(crate::config::load_scenario_str(&self.base, Path::new(&format!("{}.toml", self.scenario)), &[])?)
+    }
+}
+
+/// Reads a `points.jsonl`, ignoring a last line cut short by an interruption.
+pub fn read_points(path: &Path) -> Result<Vec<PointResult>> {
+    let f = std::fs::File::open(path)?;
+    let lines: Vec<String> = std::io::BufReader::new(f).lines().collect::<std::io::Result<_>>()?;
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        if l.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<PointResult>(l) {
+            Ok(p) => out.push(p),
+            Err(_) if i + 1 == lines.len() => {} // torn last line: that point reruns
+            Err(e) => return Err(ConfigError::new(format!("{}:{}: {e}", path.display(), i + 1)).into()),
+        }
+    }
+    Ok(out)
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
+}
+
+fn num(x: f64) -> String {
+    if x.is_finite() { ryu::Buffer::new().format_finite(x).to_string() } else { String::new() }
+}
+
+fn value_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The sweep chart data of each point that ran.
+pub fn chart_points(points: &[PointResult], base_rate: Option<f64>) -> Vec<SweepPoint> {
+    points
+        .iter()
+        .filter(|p| p.error.is_none())
+        .map(|p| SweepPoint {
+            family: p
+                .params
+                .iter()
+                .filter(|(k, _)| k != "workload.rate")
+                .map(|(k, v)| format!("{}={}", k.rsplit('.').next().unwrap_or(k), value_text(v)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            rate: p.param_f64("workload.rate").or(base_rate),
+            output_throughput: p.get("output_throughput"),
+            output_throughput_per_gpu: p.get("output_throughput_per_gpu"),
+            ttft_p50: p.get("median_ttft_ms"),
+            ttft_p99: p.get("p99_ttft_ms"),
+            tpot_p50: p.get("median_tpot_ms"),
+            tpot_p99: p.get("p99_tpot_ms"),
+            stable: p.stable_fraction >= 1.0,
+        })
+        .collect()
+}
+
+/// Writes `sweep.csv`, `sweep.json` and the sweep charts for `points` (sorted by index).
+pub fn write_outputs(dir: &Path, manifest: &SweepManifest, points: &[PointResult]) -> Result<()> {
+    let keys: Vec<String> = manifest.grid.axes.iter().map(|a| a.0.clone()).collect();
+    let names: Vec<String> = points
+        .iter()
+        .find(|p| p.error.is_none())
+        .map(|p| p.metrics.iter().map(|m| m.0.clone()).collect())
+        .unwrap_or_default();
+    let has_baseline = points.iter().any(|p| !p.vs_baseline.is_empty());
+    crate::report::write_atomic(&dir.join("sweep.csv"), |w| {
+        let mut head: Vec<String> = vec!["index".into()];
+        head.extend(keys.iter().cloned());
+        head.extend(["error".into(), "replications".into(), "stable_fraction".into()]);
+        for n in &names {
+            head.extend([n.clone(), format!("{n}_ci_lo"), format!("{n}_ci_hi")]);
+        }
+        if has_baseline {
+            for n in HEADLINE {
+                head.extend([
+                    format!("vs_baseline.{n}"),
+                    format!("vs_baseline.{n}_ci_lo"),
+                    format!("vs_baseline.{n}_ci_hi"),
+                ]);
+            }
+        }
+        writeln!(w, "{}", head.iter().map(|h| csv_field(h)).collect::<Vec<_>>().join(","))?;
+        for p in points {
+            let mut row = vec![p.index.to_string()];
+            for k in &keys {
+                row.push(csv_field(&p.params.iter().find(|x| &x.0 == k).map_or(String::new(), |x| value_text(&x.1))));
+            }
+            row.push(csv_field(p.error.as_deref().unwrap_or("")));
+            row.push(p.replications.to_string());
+            row.push(num(p.stable_fraction));
+            for n in &names {
+                let s = p.metrics.iter().find(|m| &m.0 == n).map(|m| m.1);
+                row.extend(match s {
+                    Some(s) => [num(s.mean), num(s.ci_lo), num(s.ci_hi)],
+                    None => [String::new(), String::new(), String::new()],
+                });
+            }
+            if has_baseline {
+                for n in HEADLINE {
+                    let s = p.vs_baseline.iter().find(|m| m.0 == n).map(|m| m.1);
+                    row.extend(match s {
+                        Some(s) => [num(s.mean), num(s.ci_lo), num(s.ci_hi)],
+                        None => [String::new(), String::new(), String::new()],
+                    });
+                }
+            }
+            writeln!(w, "{}", row.join(","))?;
+        }
+        Ok(())
+    })?;
+    #[derive(Serialize)]
+    struct SweepJson<'a> {
+        scenario: &'a str,
+        grid: &'a Grid,
+        replications: u32,
+        total_points: usize,
+        points: &'a [PointResult],
+    }
+    crate::report::write_json(
+        &dir.join("sweep.json"),
+        &SweepJson {
+            scenario: &manifest.scenario,
+            grid: &manifest.grid,
+            replications: manifest.replications,
+            total_points: manifest.total_points,
+            points,
+        },
+    )?;
+    write_charts(dir, manifest, points)
+}
+
+/// Draws the three sweep charts.
+pub fn write_charts(dir: &Path, manifest: &SweepManifest, points: &[PointResult]) -> Result<()> {
+    let base = manifest.loaded()?;
+    let ttft_slo = base.scenario.slo.as_ref().and_then(|s| s.ttft_ms);
+    let cp = chart_points(points, base.scenario.workload.rate);
+    let name = &manifest.scenario;
+    let figs = [
+        (
+            "tradeoff",
+            plot::tradeoff_figure(&format!("{name}: throughput vs time to first token"), &cp, false, ttft_slo),
+        ),
+        ("pareto", plot::pareto_figure(&format!("{name}: throughput per GPU vs interactivity"), &cp)),
+        ("hockey", plot::hockey_figure(&format!("{name}: latency vs offered load"), &cp, ttft_slo)),
+    ];
+    use rayon::prelude::*;
+    let res: Vec<Result<String>> = figs.par_iter().map(|(stem, f)| plot::save(f, dir, stem)).collect();
+    res.into_iter().try_for_each(|r| r.map(|_| ()))
+}
+
+/// Combines shard folders into `out`: the same files as one unsharded run.
+pub fn merge(dirs: &[std::path::PathBuf], out: &Path) -> Result<Vec<PointResult>> {
+    let Some(first) = dirs.first() else {
+        return Err(ConfigError::new("merge needs at least one results folder").into());
+    };
+    let manifest = SweepManifest::read(first)?;
+    let mut points: Vec<PointResult> = Vec::new();
+    for d in dirs {
+        let m = SweepManifest::read(d)?;
+        if !m.same_sweep(&manifest) {
+            return Err(ConfigError::new(format!("{} holds a different sweep than {}", d.display(), first.display()))
+                .hint("merge only shards of the same scenario, grid and replications")
+                .into());
+        }
+        for p in read_points(&d.join(POINTS))? {
+            match points.iter().find(|q| q.index == p.index) {
+                Some(q) if *q != p => {
+                    return Err(Error::Runtime(format!("point {} differs between shards", p.index)));
+                }
+                Some(_) => {}
+                None => points.push(p),
+            }
+        }
+    }
+    points.sort_by_key(|p| p.index);
+    std::fs::create_dir_all(out)?;
+    let merged = SweepManifest { shard: None, ..manifest };
+    crate::report::write_json(&out.join(MANIFEST), &merged)?;
+    crate::report::write_atomic(&out.join(POINTS), |w| {
+        for p in &points {
+            writeln!(w, "{}", serde_json::to_string(p).map_err(std::io::Error::other)?)?;
+        }
+        Ok(())
+    })?;
+    write_outputs(out, &merged, &points)?;
+    Ok(points)
+}
