@@ -247,7 +247,7 @@ impl Scenario {
                 );
             }
             for (k, v) in &sw.grid {
-                if !v.as_array().is_some_and(|a| !a.is_empty()) {
+                if v.as_array().is_none_or(|a| a.is_empty()) {
                     return fail(
                         &format!("sweep.grid.{k}"),
                         "must be a non-empty list of values",
