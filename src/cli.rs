@@ -29,6 +29,10 @@ enum Command {
     Sweep(SweepArgs),
     /// Combine the folders of sharded sweeps into one result, as if run unsharded.
     Merge(MergeArgs),
+    /// The highest request rate one configuration sustains under its SLOs, with a confidence interval.
+    Capacity(CapacityArgs),
+    /// The cheapest configurations of the [plan] search space that carry the target load within the SLOs.
+    Plan(PlanArgs),
     /// Redraw the charts of a results folder (a run or a sweep).
     Plot(PlotArgs),
     /// Measure simulator speed and memory (see README, "Speed").
@@ -69,6 +73,33 @@ struct SweepArgs {
     /// Do not print the results table.
     #[arg(long, short)]
     quiet: bool,
+}
+
+#[derive(Debug, Args)]
+struct CapacityArgs {
+    #[command(flatten)]
+    s: ScenarioArgs,
+    /// Independent searches (each with its own arrivals); 3 or more give a confidence interval.
+    #[arg(long, short, default_value_t = 3)]
+    replications: u32,
+    /// Relative precision of each search.
+    #[arg(long, default_value_t = 0.02)]
+    tolerance: f64,
+    /// Seed (overrides the scenario's).
+    #[arg(long)]
+    seed: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+struct PlanArgs {
+    #[command(flatten)]
+    s: ScenarioArgs,
+    /// Output folder for plan.json (default: output/<scenario name>-plan).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Seed (overrides the scenario's).
+    #[arg(long)]
+    seed: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -177,6 +208,36 @@ fn dispatch(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Plot(a) => cmd_plot(&a.dir),
+        Command::Capacity(a) => {
+            let (loaded, _) = load(&a.s, a.seed)?;
+            if !(a.tolerance > 0.0 && a.tolerance < 1.0) {
+                return Err(ConfigError::new(format!("--tolerance {} must be in (0, 1)", a.tolerance)).into());
+            }
+            let catalog = Catalog::with_dir(a.s.models.as_deref())?;
+            let c = crate::plan::capacity(&loaded, &catalog, a.replications, a.tolerance)?;
+            let r = c.rate;
+            println!(
+                "{}: maximum sustainable rate {:.2} req/s{} ({} searches: {})",
+                loaded.scenario.name,
+                r.mean,
+                if r.ci_lo.is_finite() { format!(", 95% CI [{:.2}, {:.2}]", r.ci_lo, r.ci_hi) } else { String::new() },
+                c.per_replication.len(),
+                c.per_replication.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(", ")
+            );
+            Ok(())
+        }
+        Command::Plan(a) => {
+            let (loaded, _) = load(&a.s, a.seed)?;
+            let catalog = Catalog::with_dir(a.s.models.as_deref())?;
+            let p = crate::plan::plan(&loaded, &catalog)?;
+            let dir =
+                a.out.clone().unwrap_or_else(|| Path::new("output").join(format!("{}-plan", loaded.scenario.name)));
+            std::fs::create_dir_all(&dir)?;
+            write_json(&dir.join("plan.json"), &p)?;
+            print!("{}", crate::plan::format_plan(&p, &loaded.scenario.name));
+            println!("results: {}", dir.join("plan.json").display());
+            Ok(())
+        }
     }
 }
 

@@ -53,6 +53,7 @@ pub mod engine;
 pub mod error;
 pub mod memory;
 pub mod metrics;
+pub mod plan;
 pub mod plot;
 pub mod report;
 pub mod sim;

@@ -50,6 +50,9 @@ pub struct Scenario {
     /// Service-level objectives; enable goodput and SLO attainment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo: Option<SloConfig>,
+    /// The search space of `servesim plan`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlanConfig>,
     /// A parameter grid for `servesim sweep`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<SweepConfig>,
@@ -406,4 +409,40 @@ pub struct SloConfig {
     /// End-to-end latency, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub e2e_ms: Option<f64>,
+    /// For `capacity` and `plan`: the percentile of each metric that must meet
+    /// its objective (default 99: p99 TTFT ≤ ttft_ms, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percentile: Option<f64>,
+    /// For `capacity` and `plan`: require this fraction of requests to meet
+    /// every objective instead of a percentile rule (e.g. 0.99).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_attainment: Option<f64>,
+}
+
+/// `[plan]`: the search space of `servesim plan`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct PlanConfig {
+    /// Target load, requests per second (default: `workload.rate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    /// GPU types to consider (default: the scenario's).
+    #[serde(default)]
+    pub gpus: Vec<String>,
+    /// Tensor-parallel degrees to consider (default: the scenario's).
+    #[serde(default)]
+    pub tp: Vec<u32>,
+    /// Weight formats to consider (default: the scenario's).
+    #[serde(default)]
+    pub dtype: Vec<Dtype>,
+    /// Most replicas to try per configuration.
+    #[serde(default = "max_replicas")]
+    pub max_replicas: u32,
+    /// More axes (dotted key → values), e.g. "engine.max_num_seqs" = [128, 256].
+    #[serde(default)]
+    pub knobs: toml::Table,
+}
+
+fn max_replicas() -> u32 {
+    64
 }

@@ -238,6 +238,17 @@ impl Scenario {
         }
         length("workload.prompt_tokens", &w.prompt_tokens)?;
         length("workload.output_tokens", &w.output_tokens)?;
+        if let Some(p) = &self.plan {
+            if let Some(r) = p.rate {
+                positive("plan.rate", r)?;
+            }
+            if p.max_replicas == 0 {
+                return fail("plan.max_replicas", "must be at least 1", "set max_replicas = 64, say");
+            }
+            if p.tp.contains(&0) {
+                return fail("plan.tp", "tp values must be at least 1", "use e.g. tp = [1, 2, 4, 8]");
+            }
+        }
         if let Some(sw) = &self.sweep {
             if sw.replications == 0 {
                 return fail(
@@ -259,6 +270,20 @@ impl Scenario {
         if let Some(slo) = &self.slo {
             if slo.ttft_ms.is_none() && slo.tpot_ms.is_none() && slo.e2e_ms.is_none() {
                 return fail("slo", "[slo] sets no objective", "set ttft_ms, tpot_ms and/or e2e_ms, or remove [slo]");
+            }
+            if let Some(p) = slo.percentile
+                && !crate::metrics::stats::PERCENTILES.contains(&p)
+            {
+                return fail(
+                    "slo.percentile",
+                    format!("must be one of the reported percentiles, got {p}"),
+                    "use 50, 90, 95, 99, 99.9 or 99.99",
+                );
+            }
+            if let Some(a) = slo.min_attainment
+                && !(a > 0.0 && a <= 1.0)
+            {
+                return fail("slo.min_attainment", format!("must be a fraction in (0, 1], got {a}"), "use e.g. 0.99");
             }
             for (k, v) in [("slo.ttft_ms", slo.ttft_ms), ("slo.tpot_ms", slo.tpot_ms), ("slo.e2e_ms", slo.e2e_ms)] {
                 if let Some(v) = v {

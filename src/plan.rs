@@ -1,0 +1,444 @@
+//! Capacity planning: the highest rate one configuration sustains under its
+//! SLOs (`capacity`), and the cheapest configurations that carry a target
+//! load (`plan`).
+//!
+//! A configuration *meets* the SLOs at a load when the run is not overloaded,
+//! at most 1% of measured requests fail, and either (with
+//! `slo.min_attainment`) that fraction of requests meets every objective, or
+//! (default) the `slo.percentile` (default p99) of TTFT, TPOT and E2E are
+//! within their objectives. Both searches assume this is monotone — in rate
+//! (more load never helps) and in replicas (more replicas never hurt) — and
+//! bisect instead of scanning.
+
+use crate::config::{LoadedScenario, Scenario, SloConfig};
+use crate::error::{ConfigError, Result};
+use crate::metrics::Summary;
+use crate::sweep::{Stat, point_seed};
+use crate::{Catalog, resolve, run_setup};
+use rayon::prelude::*;
+use serde::Serialize;
+
+/// How a run fares against the SLOs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verdict {
+    /// Every condition holds.
+    pub meets: bool,
+    /// The objective closest to (or furthest past) its limit, e.g. "p99 TTFT".
+    pub binding: String,
+    /// Observed value of the binding objective (ms, or attainment fraction).
+    pub value: f64,
+    /// Its limit.
+    pub limit: f64,
+    /// Spare room on the binding objective: 1 − value/limit (for attainment,
+    /// the fraction of allowed misses not used). Negative when violated.
+    pub headroom: f64,
+    /// Why it fails, when it does.
+    pub reason: String,
+}
+
+/// Judges one run's summary against the scenario's SLOs.
+pub fn judge(s: &Summary, slo: &SloConfig) -> Verdict {
+    let mut v = Verdict {
+        meets: true,
+        binding: String::new(),
+        value: f64::NAN,
+        limit: f64::NAN,
+        headroom: f64::INFINITY,
+        reason: String::new(),
+    };
+    let failed = s.failed as f64 / s.measured_requests.max(1) as f64;
+    if let Some(a) = slo.min_attainment {
+        let got = s.slo.as_ref().map_or(0.0, |x| x.attainment);
+        v.binding = format!("{:.1}% attainment", a * 100.0);
+        v.value = got;
+        v.limit = a;
+        v.headroom = if a < 1.0 {
+            1.0 - (1.0 - got) / (1.0 - a)
+        } else if got >= 1.0 {
+            0.0
+        } else {
+            -1.0
+        };
+        if got < a {
+            v.meets = false;
+            v.reason = format!("attainment {:.2}% < {:.2}%", got * 100.0, a * 100.0);
+        }
+    } else {
+        let p = slo.percentile.unwrap_or(99.0);
+        let idx = crate::metrics::stats::PERCENTILES.iter().position(|&q| q == p);
+        for (name, limit, metric) in
+            [("TTFT", slo.ttft_ms, &s.ttft), ("TPOT", slo.tpot_ms, &s.tpot), ("E2E", slo.e2e_ms, &s.e2el)]
+        {
+            let Some(limit) = limit else { continue };
+            let d = &metric.dist;
+            let value = match idx {
+                Some(i) => d.percentiles[i],
+                None => f64::NAN,
+            };
+            let room = 1.0 - value / limit;
+            if room < v.headroom || v.binding.is_empty() {
+                v.headroom = room;
+                v.binding = format!("p{p} {name}");
+                v.value = value;
+                v.limit = limit;
+            }
+            if !(value <= limit) {
+                v.meets = false;
+                v.reason = format!("p{p} {name} {value:.0} ms > {limit} ms");
+            }
+        }
+    }
+    if failed > 0.01 {
+        v.meets = false;
+        v.reason = format!("{:.1}% of requests failed", failed * 100.0);
+    }
+    if s.stable == Some(false) {
+        v.meets = false;
+        v.reason = "overloaded: the queue grows through the run".into();
+    }
+    v
+}
+
+fn slo_of(s: &Scenario) -> Result<SloConfig> {
+    s.slo.clone().ok_or_else(|| {
+        ConfigError::new("capacity planning needs objectives")
+            .key("slo")
+            .hint("add an [slo] table, e.g. ttft_ms = 500 and tpot_ms = 50")
+            .into()
+    })
+}
+
+/// Runs `loaded` with overrides and a seed; returns the summary.
+fn simulate(loaded: &LoadedScenario, catalog: &Catalog, over: &[(String, toml::Value)], seed: u64) -> Result<Summary> {
+    let s = loaded.derive(over, "capacity search")?;
+    let setup = resolve(&s, catalog).map_err(|e| loaded.locate(e))?;
+    Ok(run_setup(&setup, seed).summary)
+}
+
+/// The result of `servesim capacity`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Capacity {
+    /// Highest sustainable rate found by each replication's bisection, req/s.
+    pub per_replication: Vec<f64>,
+    /// Their mean and 95% Student-t interval.
+    pub rate: Stat,
+    /// Relative precision of each bisection.
+    pub tolerance: f64,
+}
+
+/// Finds the highest rate that meets the SLOs, once per replication (each
+/// with its own arrivals), to `tol` relative precision.
+pub fn capacity(loaded: &LoadedScenario, catalog: &Catalog, replications: u32, tol: f64) -> Result<Capacity> {
+    let slo = slo_of(&loaded.scenario)?;
+    if loaded.scenario.workload.rate.is_none() {
+        return Err(ConfigError::new("capacity searches over workload.rate, which this arrival process lacks")
+            .key("workload.arrival")
+            .hint("use arrival = \"poisson\" or \"gamma\"")
+            .into());
+    }
+    let start = loaded.scenario.workload.rate.unwrap_or(1.0);
+    let per: Vec<Result<f64>> = (0..replications.max(1))
+        .into_par_iter()
+        .map(|rep| {
+            let seed = point_seed(loaded.scenario.seed, 0, rep);
+            let meets = |rate: f64| -> Result<bool> {
+                let s = simulate(loaded, catalog, &[("workload.rate".into(), toml::Value::Float(rate))], seed)?;
+                Ok(judge(&s, &slo).meets)
+            };
+            bisect_up(start, tol, meets)
+        })
+        .collect();
+    let per: Vec<f64> = per.into_iter().collect::<Result<_>>()?;
+    Ok(Capacity { rate: Stat::of(&per), per_replication: per, tolerance: tol })
+}
+
+/// Largest x > 0 with `ok(x)`, assuming `ok` is true below some threshold and
+/// false above it: doubles or halves from `start` to bracket it, then bisects
+/// (geometrically) to relative precision `tol`. Returns 0 if even tiny loads fail.
+pub fn bisect_up(start: f64, tol: f64, mut ok: impl FnMut(f64) -> Result<bool>) -> Result<f64> {
+    let (mut lo, mut hi);
+    if ok(start)? {
+        lo = start;
+        hi = start * 2.0;
+        while ok(hi)? {
+            lo = hi;
+            hi *= 2.0;
+            if hi > start * 1e6 {
+                return Ok(lo);
+            }
+        }
+    } else {
+        hi = start;
+        lo = start / 2.0;
+        while !ok(lo)? {
+            hi = lo;
+            lo /= 2.0;
+            if lo < start * 1e-6 {
+                return Ok(0.0);
+            }
+        }
+    }
+    while hi / lo - 1.0 > tol {
+        let mid = (lo * hi).sqrt();
+        if ok(mid)? {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(lo)
+}
+
+/// One candidate configuration of a plan and what it needs.
+#[derive(Debug, Clone, Serialize)]
+pub struct Candidate {
+    /// The overrides that define it.
+    pub config: Vec<(String, String)>,
+    /// GPU type.
+    pub gpu: String,
+    /// Tensor parallelism.
+    pub tp: u32,
+    /// Fewest replicas that meet the SLOs at the target rate (None: none up to the limit, or it does not fit).
+    pub replicas: Option<u32>,
+    /// GPUs = replicas × tp.
+    pub gpus: Option<u32>,
+    /// USD per hour for those GPUs.
+    pub usd_per_hour: Option<f64>,
+    /// USD per million output tokens at the target rate.
+    pub usd_per_million_output_tokens: Option<f64>,
+    /// The binding SLO at that size and its headroom.
+    pub verdict: Option<Verdict>,
+    /// The same with one replica fewer (what the last replica buys).
+    pub one_fewer: Option<Verdict>,
+    /// Why it has no answer.
+    pub note: String,
+}
+
+/// The result of `servesim plan`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    /// Target load, req/s.
+    pub rate: f64,
+    /// Candidates, cheapest first (those without an answer last).
+    pub candidates: Vec<Candidate>,
+}
+
+fn axes(s: &Scenario) -> Vec<(String, Vec<toml::Value>)> {
+    let p = s.plan.clone().unwrap_or_default();
+    let gpus = if p.gpus.is_empty() { vec![s.hardware.gpu.clone()] } else { p.gpus.clone() };
+    let tps = if p.tp.is_empty() { vec![s.hardware.tp] } else { p.tp.clone() };
+    let mut axes = vec![
+        ("hardware.gpu".to_string(), gpus.into_iter().map(toml::Value::String).collect()),
+        ("hardware.tp".to_string(), tps.into_iter().map(|t| toml::Value::Integer(t as i64)).collect()),
+    ];
+    if !p.dtype.is_empty() {
+        axes.push(("model.dtype".into(), p.dtype.iter().map(|d| toml::Value::String(d.as_str().into())).collect()));
+    }
+    for (k, v) in &p.knobs {
+        axes.push((k.clone(), v.as_array().cloned().unwrap_or_default()));
+    }
+    axes
+}
+
+/// Searches the `[plan]` space for the cheapest configurations that carry the
+/// target load within the SLOs.
+pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
+    let s = &loaded.scenario;
+    let slo = slo_of(s)?;
+    let pc = s.plan.clone().unwrap_or_default();
+    let rate = pc.rate.or(s.workload.rate).ok_or_else(|| {
+        ConfigError::new("plan needs a target rate").key("plan.rate").hint("set [plan] rate = <requests per second>")
+    })?;
+    let grid = crate::sweep::Grid { axes: axes(s), mode: crate::config::SweepMode::Cartesian };
+    let points = grid.points();
+    let seed = s.seed;
+    let cands: Vec<Result<Candidate>> = points
+        .par_iter()
+        .map(|p| {
+            let mut over = p.clone();
+            over.push(("workload.rate".into(), toml::Value::Float(rate)));
+            let gpu = p
+                .iter()
+                .find(|x| x.0 == "hardware.gpu")
+                .and_then(|x| x.1.as_str().map(String::from))
+                .unwrap_or_default();
+            let tp = p.iter().find(|x| x.0 == "hardware.tp").and_then(|x| x.1.as_integer()).unwrap_or(1) as u32;
+            let mut c = Candidate {
+                config: p.iter().map(|(k, v)| (k.clone(), v.to_string().trim_matches('"').to_string())).collect(),
+                gpu,
+                tp,
+                replicas: None,
+                gpus: None,
+                usd_per_hour: None,
+                usd_per_million_output_tokens: None,
+                verdict: None,
+                one_fewer: None,
+                note: String::new(),
+            };
+            let base = match loaded.derive(&over, "plan candidate").and_then(|sc| resolve(&sc, catalog)) {
+                Ok(b) => b,
+                Err(e) => {
+                    c.note = e.message.clone();
+                    return Ok(c);
+                }
+            };
+            let run_at = |n: u32| -> Result<Summary> {
+                let mut o = over.clone();
+                o.push(("hardware.replicas".into(), toml::Value::Integer(n as i64)));
+                simulate(loaded, catalog, &o, seed)
+            };
+            // Exponential search, then bisection, on the replica count.
+            let (mut lo, mut hi) = (0u32, 1u32);
+            let mut found: Option<(u32, Summary)> = None;
+            let mut last_reason = String::new();
+            while hi <= pc.max_replicas {
+                let sum = run_at(hi)?;
+                let v = judge(&sum, &slo);
+                if v.meets {
+                    found = Some((hi, sum));
+                    break;
+                }
+                last_reason = v.reason;
+                lo = hi;
+                hi *= 2;
+            }
+            if found.is_none() && lo < pc.max_replicas {
+                let sum = run_at(pc.max_replicas)?;
+                let v = judge(&sum, &slo);
+                if v.meets {
+                    found = Some((pc.max_replicas, sum));
+                    hi = pc.max_replicas;
+                } else {
+                    last_reason = v.reason;
+                }
+            }
+            if found.is_none() {
+                c.note = format!("does not meet the SLOs with {} replicas: {last_reason}", pc.max_replicas);
+                return Ok(c);
+            }
+            while hi - lo > 1 {
+                let mid = lo + (hi - lo) / 2;
+                let sum = run_at(mid)?;
+                if judge(&sum, &slo).meets {
+                    hi = mid;
+                    found = Some((mid, sum));
+                } else {
+                    lo = mid;
+                }
+            }
+            let (n, sum) = found.expect("found above");
+            let price = base.price_per_gpu_hour;
+            c.replicas = Some(n);
+            c.gpus = Some(n * tp);
+            c.usd_per_hour = Some((n * tp) as f64 * price);
+            c.usd_per_million_output_tokens = Some((n * tp) as f64 * price / 3600.0 / sum.output_throughput * 1e6);
+            c.verdict = Some(judge(&sum, &slo));
+            if n > 1 {
+                c.one_fewer = Some(judge(&run_at(n - 1)?, &slo));
+            }
+            Ok(c)
+        })
+        .collect();
+    let mut candidates: Vec<Candidate> = cands.into_iter().collect::<Result<_>>()?;
+    candidates.sort_by(|a, b| {
+        let key = |c: &Candidate| {
+            (c.usd_per_hour.unwrap_or(f64::INFINITY), c.usd_per_million_output_tokens.unwrap_or(f64::INFINITY))
+        };
+        key(a).0.total_cmp(&key(b).0).then(key(a).1.total_cmp(&key(b).1))
+    });
+    Ok(Plan { rate, candidates })
+}
+
+/// The plan as a ranked table and an explanation of the winner.
+pub fn format_plan(p: &Plan, scenario: &str) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let _ = writeln!(o, "plan for {scenario}: cheapest configurations carrying {} req/s within the SLOs", p.rate);
+    let _ = writeln!(
+        o,
+        "{:>4}  {:<60} {:>5} {:>5} {:>9} {:>10}  binding SLO (headroom)",
+        "rank", "configuration", "repl", "GPUs", "$/hour", "$/1M tok"
+    );
+    for (i, c) in p.candidates.iter().enumerate() {
+        let cfg = c
+            .config
+            .iter()
+            .map(|(k, v)| format!("{}={v}", k.rsplit('.').next().unwrap_or(k)))
+            .collect::<Vec<_>>()
+            .join(" ");
+        match (c.replicas, &c.verdict) {
+            (Some(n), Some(v)) => {
+                let _ = writeln!(
+                    o,
+                    "{:>4}  {:<60} {:>5} {:>5} {:>9.2} {:>10.3}  {} {:.0} of {} ({:.0}%)",
+                    i + 1,
+                    cfg,
+                    n,
+                    c.gpus.unwrap_or(0),
+                    c.usd_per_hour.unwrap_or(f64::NAN),
+                    c.usd_per_million_output_tokens.unwrap_or(f64::NAN),
+                    v.binding,
+                    if v.limit < 1.5 { v.value * 100.0 } else { v.value },
+                    if v.limit < 1.5 { v.limit * 100.0 } else { v.limit },
+                    v.headroom * 100.0
+                );
+            }
+            _ => {
+                let _ = writeln!(o, "{:>4}  {:<60} {}", "-", cfg, c.note.lines().next().unwrap_or(""));
+            }
+        }
+    }
+    if let Some(w) = p.candidates.first().filter(|c| c.replicas.is_some()) {
+        let v = w.verdict.as_ref().expect("winner has a verdict");
+        let _ = writeln!(
+            o,
+            "\nwinner: {} replica(s) of {} × {} (tp {}) = {} GPUs at ${:.2}/hour, ${:.3} per million output tokens.",
+            w.replicas.unwrap_or(0),
+            w.tp,
+            w.gpu,
+            w.tp,
+            w.gpus.unwrap_or(0),
+            w.usd_per_hour.unwrap_or(f64::NAN),
+            w.usd_per_million_output_tokens.unwrap_or(f64::NAN)
+        );
+        let _ =
+            writeln!(o, "The binding objective is {}: {:.0}% headroom at this size.", v.binding, v.headroom * 100.0);
+        match &w.one_fewer {
+            Some(f) => {
+                let _ = writeln!(o, "With one replica fewer it fails: {}.", f.reason);
+            }
+            None => {
+                let _ = writeln!(o, "It is already the smallest deployment of this configuration.");
+            }
+        }
+        if let Some(r) = p.candidates.get(1).filter(|c| c.usd_per_hour.is_some()) {
+            let _ = writeln!(
+                o,
+                "Runner-up: {} replica(s) of {} (tp {}) at ${:.2}/hour.",
+                r.replicas.unwrap_or(0),
+                r.gpu,
+                r.tp,
+                r.usd_per_hour.unwrap_or(f64::NAN)
+            );
+        }
+    } else {
+        let _ = writeln!(
+            o,
+            "\nno configuration in the search space meets the SLOs at this load: widen [plan] (more GPUs types, tp, max_replicas) or relax [slo]."
+        );
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bisection_finds_the_threshold() {
+        let x = bisect_up(1.0, 0.01, |r| Ok(r <= 37.5)).unwrap();
+        assert!(x <= 37.5 && x > 37.5 / 1.01, "{x}");
+        let y = bisect_up(100.0, 0.01, |r| Ok(r <= 0.3)).unwrap();
+        assert!(y <= 0.3 && y > 0.3 / 1.01, "{y}");
+    }
+}
