@@ -82,7 +82,7 @@ pub fn judge(s: &Summary, slo: &SloConfig) -> Verdict {
                 v.value = value;
                 v.limit = limit;
             }
-            if !(value <= limit) {
+            if value.is_nan() || value > limit {
                 v.meets = false;
                 v.reason = format!("p{p} {name} {value:.0} ms > {limit} ms");
             }
