@@ -26,6 +26,69 @@ pub struct BenchArgs {
     /// Internal: simulate one size in this process and print one result line.
     #[arg(long, hide = true)]
     one: Option<u64>,
+    /// Instead: time a 1,000-point sweep of 10,000-request runs (chat lengths)
+    /// with --jobs 1 and --jobs 2, and the redrawing of its charts.
+    #[arg(long)]
+    sweep: bool,
+}
+
+/// The sweep benchmark: 40 rates × 5 max_num_seqs × 5 token budgets = 1,000 points.
+pub fn sweep_toml() -> &'static str {
+    r#"name = "bench-sweep"
+seed = 1
+num_requests = 10000
+[model]
+name = "llama-3.1-8b"
+[hardware]
+gpu = "h100-sxm"
+[engine]
+chunked_prefill = true
+[workload]
+arrival = "poisson"
+rate = 10.0
+prompt_tokens = { dist = "lognormal", mean = 1000, cv = 1.0 }
+output_tokens = { dist = "lognormal", mean = 250, cv = 0.8 }
+[slo]
+ttft_ms = 500
+tpot_ms = 50
+[sweep.grid]
+"workload.rate" = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40]
+"engine.max_num_seqs" = [32, 64, 128, 256, 512]
+"engine.max_num_batched_tokens" = [2048, 4096, 8192, 16384, 32768]
+"#
+}
+
+fn bench_sweep(exe: &Path) -> Result<()> {
+    let dir = std::env::temp_dir().join(format!("servesim-bench-sweep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let file = dir.join("sweep.toml");
+    std::fs::write(&file, sweep_toml())?;
+    println!("servesim bench --sweep: 1,000 points × 10,000 requests (Llama-3.1-8B bf16, H100-SXM, chat lengths)");
+    let mut walls = Vec::new();
+    for jobs in [1, 2] {
+        let out = dir.join(format!("out{jobs}"));
+        let t0 = Instant::now();
+        let st = Command::new(exe)
+            .args(["sweep", &file.display().to_string(), "--jobs", &jobs.to_string(), "--out", &out.display().to_string(), "--force", "-q"])
+            .output()?;
+        let wall = t0.elapsed().as_secs_f64();
+        if !st.status.success() {
+            return Err(Error::Runtime(format!("bench sweep failed: {}", String::from_utf8_lossy(&st.stderr))));
+        }
+        println!("  --jobs {jobs}: {wall:.2} s wall ({:.0} simulated requests/s)", 1e7 / wall);
+        walls.push(wall);
+    }
+    println!("  speed-up with 2 jobs: {:.2}x", walls[0] / walls[1]);
+    let t0 = Instant::now();
+    let st = Command::new(exe).args(["plot", &dir.join("out2").display().to_string()]).output()?;
+    if !st.status.success() {
+        return Err(Error::Runtime(format!("bench plot failed: {}", String::from_utf8_lossy(&st.stderr))));
+    }
+    println!("  redrawing the three sweep charts (SVG + PNG): {:.2} s", t0.elapsed().as_secs_f64());
+    let same = std::fs::read(dir.join("out1/sweep.csv"))? == std::fs::read(dir.join("out2/sweep.csv"))?;
+    println!("  sweep.csv identical for --jobs 1 and 2: {same}");
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
 }
 
 /// The reference scenario as TOML.
@@ -92,6 +155,9 @@ pub fn main(a: BenchArgs) -> Result<()> {
         return one(n, a.replicas);
     }
     let exe = std::env::current_exe()?;
+    if a.sweep {
+        return bench_sweep(&exe);
+    }
     println!(
         "servesim bench: Llama-3.1-8B bf16, H100-SXM tp1 × {} replica(s), prompt 1024 / output 256, Poisson {} req/s",
         a.replicas,

@@ -33,6 +33,8 @@ enum Command {
     Capacity(CapacityArgs),
     /// The cheapest configurations of the [plan] search space that carry the target load within the SLOs.
     Plan(PlanArgs),
+    /// Write a self-contained report.html for a results folder (a run, a sweep or a plan).
+    Report(PlotArgs),
     /// Redraw the charts of a results folder (a run or a sweep).
     Plot(PlotArgs),
     /// Measure simulator speed and memory (see README, "Speed").
@@ -73,6 +75,9 @@ struct SweepArgs {
     /// Do not print the results table.
     #[arg(long, short)]
     quiet: bool,
+    /// Also write report.html.
+    #[arg(long)]
+    report: bool,
 }
 
 #[derive(Debug, Args)]
@@ -97,6 +102,9 @@ struct PlanArgs {
     /// Output folder for plan.json (default: output/<scenario name>-plan).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Also write report.html.
+    #[arg(long)]
+    report: bool,
     /// Seed (overrides the scenario's).
     #[arg(long)]
     seed: Option<u64>,
@@ -147,6 +155,9 @@ struct RunArgs {
     /// Do not print the summary table.
     #[arg(long, short)]
     quiet: bool,
+    /// Also write report.html.
+    #[arg(long)]
+    report: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -208,6 +219,11 @@ fn dispatch(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Plot(a) => cmd_plot(&a.dir),
+        Command::Report(a) => {
+            let p = report::write_report(&a.dir)?;
+            println!("report: {}", p.display());
+            Ok(())
+        }
         Command::Capacity(a) => {
             let (loaded, _) = load(&a.s, a.seed)?;
             if !(a.tolerance > 0.0 && a.tolerance < 1.0) {
@@ -236,6 +252,9 @@ fn dispatch(cli: Cli) -> Result<()> {
             write_json(&dir.join("plan.json"), &p)?;
             print!("{}", crate::plan::format_plan(&p, &loaded.scenario.name));
             println!("results: {}", dir.join("plan.json").display());
+            if a.report {
+                println!("report: {}", report::write_report(&dir)?.display());
+            }
             Ok(())
         }
     }
@@ -258,11 +277,33 @@ fn cmd_run(a: RunArgs) -> Result<()> {
     let dir = a.out.clone().unwrap_or_else(|| Path::new("output").join(&setup.scenario.name));
     let dir = prepare_out_dir(&dir, a.force)?;
     let seed = setup.scenario.seed;
-    let rep = run_setup(&setup, seed);
+    let (rep, base) = rayon::join(
+        || run_setup(&setup, seed),
+        || -> Result<Option<crate::Report>> {
+            let Some(b) = &loaded.scenario.baseline else { return Ok(None) };
+            let over: Vec<(String, toml::Value)> = b.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            let s = loaded.derive(&over, "baseline")?;
+            let bs = resolve(&s, &Catalog::with_dir(a.s.models.as_deref())?).map_err(|e| loaded.locate(e))?;
+            Ok(Some(run_setup(&bs, seed)))
+        },
+    );
+    let base = base?;
     write_run(&dir, &loaded, &rep)?;
+    if let Some(b) = &base {
+        write_json(&dir.join("baseline-summary.json"), &b.summary)?;
+    }
     if !a.quiet {
         print!("{}", format_summary(&rep.summary));
+        if let Some(b) = &base {
+            print!("{}", report::format_baseline(&rep.summary, &b.summary));
+        }
         println!("results: {}", dir.display());
+    }
+    if a.report {
+        let p = report::write_report(&dir)?;
+        if !a.quiet {
+            println!("report: {}", p.display());
+        }
     }
     Ok(())
 }
@@ -373,6 +414,12 @@ fn cmd_sweep(a: SweepArgs) -> Result<()> {
     if !a.quiet {
         print!("{}", report::format_sweep(&manifest, &points));
         println!("results: {}", dir.display());
+    }
+    if a.report {
+        let p = report::write_report(&dir)?;
+        if !a.quiet {
+            println!("report: {}", p.display());
+        }
     }
     Ok(())
 }

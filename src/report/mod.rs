@@ -2,14 +2,16 @@
 //! renamed into place, so an interrupted run never leaves a half-written file.
 
 mod csv;
+mod html;
 mod manifest;
 mod run_data;
 mod table;
 
 pub use self::csv::write_requests_csv;
 pub use manifest::{Manifest, manifest};
+pub use html::write_report;
 pub use run_data::RunData;
-pub use table::{format_check, format_summary, format_sweep};
+pub use table::{format_baseline, format_check, format_summary, format_sweep};
 
 use crate::error::{ConfigError, Error, Result};
 use std::io::Write;

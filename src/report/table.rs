@@ -214,3 +214,18 @@ pub fn format_sweep(m: &crate::sweep::SweepManifest, points: &[crate::sweep::Poi
     }
     o
 }
+
+/// A run against its baseline: headline metrics side by side.
+pub fn format_baseline(run: &Summary, base: &Summary) -> String {
+    let mut o = String::new();
+    rule(&mut o, "Against the baseline (same arrivals)");
+    let (a, b) = (crate::sweep::flatten(run), crate::sweep::flatten(base));
+    let get = |f: &[(String, f64)], k: &str| f.iter().find(|m| m.0 == k).map_or(f64::NAN, |m| m.1);
+    let _ = writeln!(o, "{:<36} {:>11} {:>11} {:>11}", "metric", "this run", "baseline", "difference");
+    for k in crate::sweep::HEADLINE {
+        let (x, y) = (get(&a, k), get(&b, k));
+        let _ = writeln!(o, "{:<36} {:>11} {:>11} {:>11}", k, num(x, 3), num(y, 3), if (x - y).is_finite() { format!("{:+.3}", x - y) } else { "n/a".into() });
+    }
+    let _ = writeln!(o, "{}", "=".repeat(W));
+    o
+}
