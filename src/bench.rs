@@ -69,7 +69,16 @@ fn bench_sweep(exe: &Path) -> Result<()> {
         let out = dir.join(format!("out{jobs}"));
         let t0 = Instant::now();
         let st = Command::new(exe)
-            .args(["sweep", &file.display().to_string(), "--jobs", &jobs.to_string(), "--out", &out.display().to_string(), "--force", "-q"])
+            .args([
+                "sweep",
+                &file.display().to_string(),
+                "--jobs",
+                &jobs.to_string(),
+                "--out",
+                &out.display().to_string(),
+                "--force",
+                "-q",
+            ])
             .output()?;
         let wall = t0.elapsed().as_secs_f64();
         if !st.status.success() {

@@ -118,6 +118,9 @@ struct MergeArgs {
     /// Where to write the merged result.
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
+    /// Merge even if some points are missing.
+    #[arg(long)]
+    partial: bool,
 }
 
 #[derive(Debug, Args)]
@@ -214,7 +217,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Bench(a) => crate::bench::main(a),
         Command::Sweep(a) => cmd_sweep(a),
         Command::Merge(a) => {
-            let points = crate::sweep::merge(&a.dirs, &a.out)?;
+            let points = crate::sweep::merge(&a.dirs, &a.out, a.partial)?;
             println!("merged {} points from {} folders into {}", points.len(), a.dirs.len(), a.out.display());
             Ok(())
         }

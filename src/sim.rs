@@ -146,28 +146,35 @@ impl<C: StepCostModel> ReplicaLoad for Replica<C> {
 
 /// Runs the setup with the given seed, choosing the configured cost model.
 pub fn simulate(setup: &Setup, seed: u64) -> SimOutput {
-    simulate_opts(setup, seed, false)
+    simulate_opts(setup, seed, false, true)
 }
 
 /// Like [`simulate`], verifying every replica's invariants after every step.
 pub fn simulate_checked(setup: &Setup, seed: u64) -> SimOutput {
-    simulate_opts(setup, seed, true)
+    simulate_opts(setup, seed, true, true)
 }
 
-fn simulate_opts(setup: &Setup, seed: u64, check: bool) -> SimOutput {
+/// Like [`simulate`] but without the steady-decode fast path (every step
+/// goes through the general scheduler): for tests that the fast path changes
+/// nothing.
+pub fn simulate_without_fast_path(setup: &Setup, seed: u64) -> SimOutput {
+    simulate_opts(setup, seed, false, false)
+}
+
+fn simulate_opts(setup: &Setup, seed: u64, check: bool, fast: bool) -> SimOutput {
     let s = &setup.scenario;
     match s.cost.model {
         CostModelKind::Roofline => {
             let r = Roofline::new(&setup.llm, &setup.gpu, s.hardware.tp, s.model.dtype, s.model.kv_dtype, &s.cost);
-            simulate_with(setup, seed, |_| r.clone(), check)
+            simulate_with(setup, seed, |_| r.clone(), check, fast)
         }
         CostModelKind::Constant => {
             let t = s.cost.step_time_ms.unwrap_or(1.0) * 1e-3;
-            simulate_with(setup, seed, |_| ConstantStep { time: t }, check)
+            simulate_with(setup, seed, |_| ConstantStep { time: t }, check, fast)
         }
         CostModelKind::Exponential => {
             let t = s.cost.step_time_ms.unwrap_or(1.0) * 1e-3;
-            simulate_with(setup, seed, |r| ExponentialStep::new(t, stream_seed(seed, 100 + r as u64)), check)
+            simulate_with(setup, seed, |r| ExponentialStep::new(t, stream_seed(seed, 100 + r as u64)), check, fast)
         }
     }
 }
@@ -190,12 +197,14 @@ fn reject_reason(setup: &Setup, prompt: u32, output: u32) -> Option<RejectReason
 /// Runs the setup with one cost-model instance per replica from `make_cost`.
 /// With `check`, every replica's invariants (KV blocks accounted, never over
 /// capacity, running list consistent) are verified after every step: O(running)
-/// per step, for tests.
+/// per step, for tests. With `fast`, steady decode steps run through
+/// [`Replica::fast_forward`].
 pub fn simulate_with<C: StepCostModel>(
     setup: &Setup,
     seed: u64,
     make_cost: impl Fn(u32) -> C,
     check: bool,
+    fast: bool,
 ) -> SimOutput {
     let s = &setup.scenario;
     let warmup = s.warmup_s;
@@ -298,6 +307,15 @@ pub fn simulate_with<C: StepCostModel>(
                     if check && let Err(msg) = replicas[r].check_invariants() {
                         panic!("replica {r} at t = {t}: {msg}");
                     }
+                    let next = match next {
+                        Some(_) if fast => {
+                            let stop = horizon.min(sampler.next);
+                            let end = replicas[r].fast_forward(stop, &mut sinks!(), check, &mut area, in_system);
+                            t = replicas[r].step_start();
+                            Some(end)
+                        }
+                        other => other,
+                    };
                     match next {
                         Some(end) if end < horizon => {
                             area += in_system as f64 * (end - t);

@@ -20,7 +20,9 @@ fn ok(args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-const GRID: [&str; 8] = [
+const GRID: [&str; 10] = [
+    "--replications",
+    "2",
     "--grid",
     "workload.rate=4,8,12",
     "--grid",
@@ -61,6 +63,20 @@ fn shards_merge_into_the_unsharded_result_byte_for_byte() {
     args.extend(names.iter().map(|s| s.as_str()));
     args.extend(["--out", merged.to_str().unwrap()]);
     ok(&args);
+    // A missing shard is an error unless --partial.
+    let incomplete =
+        servesim(&["merge", names[0].as_str(), names[1].as_str(), "--out", d.path().join("m2").to_str().unwrap()]);
+    assert_eq!(incomplete.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&incomplete.stderr).contains("missing"));
+    ok(&[
+        "merge",
+        names[0].as_str(),
+        names[0].as_str(),
+        names[1].as_str(),
+        "--partial",
+        "--out",
+        d.path().join("m3").to_str().unwrap(),
+    ]);
     for f in ["sweep.csv", "sweep.json", "tradeoff.svg", "pareto.svg", "hockey.svg"] {
         assert_eq!(read(&whole.join(f)), read(&one_job.join(f)), "{f} depends on --jobs");
         assert_eq!(read(&whole.join(f)), read(&merged.join(f)), "{f}: merged shards differ from the unsharded sweep");

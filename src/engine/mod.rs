@@ -564,6 +564,66 @@ impl<C: StepCostModel> Replica<C> {
         }
     }
 
+    /// Start of the step in flight (the end of the previous one).
+    pub fn step_start(&self) -> f64 {
+        self.step_start
+    }
+
+    /// Runs steady decode steps inline while nothing but decoding can happen:
+    /// the step in flight and the next are pure decode steps, no sequence
+    /// finishes, nobody can be admitted, no preemption is needed, and the
+    /// step ends before `horizon`. Each such step is finished and the next
+    /// planned exactly as [`Replica::finish_step`] would (same arithmetic, same
+    /// order), without the general machinery. Returns the end of the step
+    /// left in flight; [`Replica::step_start`] is then the time reached.
+    /// With `check`, verifies the invariants after every step. `area`
+    /// accumulates `in_system` × each step's duration (Little's law), step by
+    /// step as the event loop would.
+    pub fn fast_forward(
+        &mut self,
+        horizon: f64,
+        sinks: &mut Sinks,
+        check: bool,
+        area: &mut f64,
+        in_system: u64,
+    ) -> f64 {
+        let bs = self.p.block_size as u64;
+        loop {
+            let end = self.step_start + self.step_cost.time;
+            let steady = self.busy
+                && self.step_decodes
+                && self.chunks.is_empty()
+                && self.joiners.is_empty()
+                && self.prefilling.is_empty()
+                && (self.waiting.is_empty() || (self.p.chunked_prefill && self.n_running >= self.p.max_num_seqs))
+                && self.finish.peek().is_none_or(|Reverse(e)| e.0 > self.d + 1)
+                && (self.phase_count[((self.d + 1) % bs) as usize] as u64) <= self.free_blocks;
+            if !steady || end >= horizon {
+                return end;
+            }
+            // Finish the step in flight (pure decode, no completion).
+            *area += in_system as f64 * (end - self.step_start);
+            self.account_step(end);
+            sinks.itl.add(end - self.last_decode_end, self.n_dec_measured as u64);
+            self.last_decode_end = end;
+            self.d += 1;
+            self.dec_ctx += self.n_dec as u64;
+            // Plan the next one: every sequence decodes one more token.
+            self.free_blocks -= self.phase_count[(self.d % bs) as usize] as u64;
+            self.step_batch = StepBatch {
+                decode_seqs: self.n_dec,
+                decode_ctx_tokens: (self.dec_ctx + self.n_dec as u64) as f64,
+                logits: self.n_dec,
+                ..StepBatch::default()
+            };
+            self.step_cost = self.cost.step(&self.step_batch);
+            self.step_start = end;
+            if check && let Err(m) = self.check_invariants() {
+                panic!("replica {} at t = {end} (fast path): {m}", self.id);
+            }
+        }
+    }
+
     /// Completes the step in flight at `t_end` and plans the next one;
     /// returns the next step's end time, if any.
     pub fn finish_step(&mut self, t_end: f64, sinks: &mut Sinks) -> Option<f64> {

@@ -33,7 +33,9 @@ fn read_json(dir: &Path, name: &str) -> Result<Value> {
 fn svg(dir: &Path, stem: &str) -> String {
     std::fs::read_to_string(dir.join(format!("{stem}.svg")))
         .map(|s| s.replacen("<svg ", "<svg class=\"chart\" preserveAspectRatio=\"xMinYMin meet\" ", 1))
-        .unwrap_or_else(|_| format!("<p class=\"note\">{stem}.svg is missing: run <code>servesim plot</code> first.</p>"))
+        .unwrap_or_else(|_| {
+            format!("<p class=\"note\">{stem}.svg is missing: run <code>servesim plot</code> first.</p>")
+        })
 }
 
 const CSS: &str = r#"
@@ -127,10 +129,15 @@ fn run_page(dir: &Path) -> Result<String> {
     let st = &s["stability"];
     match s["stable"].as_bool() {
         Some(false) => {
-            let _ = write!(o, "<div class=\"warn\"><b>Overloaded.</b> {}</div>", esc(st["explanation"].as_str().unwrap_or("")));
+            let _ = write!(
+                o,
+                "<div class=\"warn\"><b>Overloaded.</b> {}</div>",
+                esc(st["explanation"].as_str().unwrap_or(""))
+            );
         }
         Some(true) => {
-            let _ = write!(o, "<div class=\"ok\"><b>Stable.</b> {}</div>", esc(st["explanation"].as_str().unwrap_or("")));
+            let _ =
+                write!(o, "<div class=\"ok\"><b>Stable.</b> {}</div>", esc(st["explanation"].as_str().unwrap_or("")));
         }
         None => {
             let _ = write!(o, "<div class=\"note\">Stability: {}</div>", esc(st["explanation"].as_str().unwrap_or("")));
@@ -174,7 +181,8 @@ fn run_page(dir: &Path) -> Result<String> {
         ms("p99_e2el_ms"),
         s["cost"]["usd_per_million_output_tokens"].as_f64().map_or("–".into(), |x| format!("${x:.3}")),
         match s["slo"]["attainment"].as_f64() {
-            Some(a) => format!("; {:.2}% of requests met every SLO (goodput {} req/s)", a * 100.0, f(&s["request_goodput"], 2)),
+            Some(a) =>
+                format!("; {:.2}% of requests met every SLO (goodput {} req/s)", a * 100.0, f(&s["request_goodput"], 2)),
             None => String::new(),
         }
     );
@@ -193,8 +201,15 @@ fn run_page(dir: &Path) -> Result<String> {
     o += &svg(dir, "cdf");
     if dir.join("baseline-summary.json").exists() {
         let b = read_json(dir, "baseline-summary.json")?;
-        let over = m["resolved_scenario"]["baseline"].as_object().map(|t| t.iter().map(|(k, v)| format!("{k} = {v}")).collect::<Vec<_>>().join(", ")).unwrap_or_default();
-        let _ = write!(o, "<h2>Against the baseline</h2><p>Baseline: the same scenario with <code>{}</code>, simulated with the same arrivals and lengths (common random numbers).</p>", esc(&over));
+        let over = m["resolved_scenario"]["baseline"]
+            .as_object()
+            .map(|t| t.iter().map(|(k, v)| format!("{k} = {v}")).collect::<Vec<_>>().join(", "))
+            .unwrap_or_default();
+        let _ = write!(
+            o,
+            "<h2>Against the baseline</h2><p>Baseline: the same scenario with <code>{}</code>, simulated with the same arrivals and lengths (common random numbers).</p>",
+            esc(&over)
+        );
         o += "<table><tr><th class=\"l\">metric</th><th>this run</th><th>baseline</th><th>difference</th></tr>";
         for k in crate::sweep::HEADLINE {
             let get = |v: &Value| k.split('.').fold(v, |acc, p| &acc[p]).as_f64();
@@ -203,7 +218,12 @@ fn run_page(dir: &Path) -> Result<String> {
                 (Some(x), Some(y)) => format!("{:+.3}", x - y),
                 _ => "–".into(),
             };
-            let _ = write!(o, "<tr><td class=\"l\">{k}</td><td>{}</td><td>{}</td><td>{d}</td></tr>", f(&a.into(), 3), f(&bb.into(), 3));
+            let _ = write!(
+                o,
+                "<tr><td class=\"l\">{k}</td><td>{}</td><td>{}</td><td>{d}</td></tr>",
+                f(&a.into(), 3),
+                f(&bb.into(), 3)
+            );
         }
         o += "</table><p class=\"note\">One replication each: for confidence intervals on these differences run <code>servesim sweep</code> with replications ≥ 3.</p>";
     }
@@ -229,7 +249,14 @@ fn run_page(dir: &Path) -> Result<String> {
         f(&s["cost"]["price_per_gpu_hour"], 2),
         f(&s["cost"]["usd_per_slo_met_request"], 6),
         f(&s["littles_law"]["mean_in_system"], 3),
-        f(&s["littles_law"]["arrival_rate"].as_f64().zip(s["littles_law"]["mean_time_in_system_s"].as_f64()).map(|(a, b)| a * b).into(), 3),
+        f(
+            &s["littles_law"]["arrival_rate"]
+                .as_f64()
+                .zip(s["littles_law"]["mean_time_in_system_s"].as_f64())
+                .map(|(a, b)| a * b)
+                .into(),
+            3
+        ),
     );
     Ok(page(&format!("servesim: {name}"), &o))
 }
@@ -238,7 +265,10 @@ fn run_page(dir: &Path) -> Result<String> {
 fn sweep_page(dir: &Path) -> Result<String> {
     let j = read_json(dir, "sweep.json")?;
     let name = j["scenario"].as_str().unwrap_or("sweep");
-    let axes: Vec<String> = j["grid"]["axes"].as_array().map(|a| a.iter().filter_map(|x| x[0].as_str().map(String::from)).collect()).unwrap_or_default();
+    let axes: Vec<String> = j["grid"]["axes"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|x| x[0].as_str().map(String::from)).collect())
+        .unwrap_or_default();
     let mut o = String::new();
     let _ = write!(
         o,
@@ -270,15 +300,26 @@ fn sweep_page(dir: &Path) -> Result<String> {
         let _ = write!(o, "<th>{h}</th>");
     }
     o += "<th>stable</th></tr>";
-    let has_base = j["points"].as_array().is_some_and(|ps| ps.iter().any(|p| p["vs_baseline"].as_array().is_some_and(|v| !v.is_empty())));
+    let has_base = j["points"]
+        .as_array()
+        .is_some_and(|ps| ps.iter().any(|p| p["vs_baseline"].as_array().is_some_and(|v| !v.is_empty())));
     for p in j["points"].as_array().into_iter().flatten() {
         let _ = write!(o, "<tr><td>{}</td>", p["index"]);
         for a in &axes {
-            let v = p["params"].as_array().and_then(|ps| ps.iter().find(|x| x[0] == a.as_str())).map(|x| x[1].to_string()).unwrap_or_default();
+            let v = p["params"]
+                .as_array()
+                .and_then(|ps| ps.iter().find(|x| x[0] == a.as_str()))
+                .map(|x| x[1].to_string())
+                .unwrap_or_default();
             let _ = write!(o, "<td>{}</td>", esc(v.trim_matches('"')));
         }
         if let Some(e) = p["error"].as_str() {
-            let _ = write!(o, "<td class=\"l\" colspan=\"{}\">{}</td></tr>", cols.len() + 1, esc(e.lines().next().unwrap_or("")));
+            let _ = write!(
+                o,
+                "<td class=\"l\" colspan=\"{}\">{}</td></tr>",
+                cols.len() + 1,
+                esc(e.lines().next().unwrap_or(""))
+            );
             continue;
         }
         let metrics = p["metrics"].as_array().cloned().unwrap_or_default();
@@ -290,7 +331,8 @@ fn sweep_page(dir: &Path) -> Result<String> {
             };
             let _ = write!(o, "<td>{}{ci}</td>", f(&st[0], 2));
         }
-        let _ = write!(o, "<td>{}</td></tr>", if p["stable_fraction"].as_f64() == Some(1.0) { "yes" } else { "<b>no</b>" });
+        let _ =
+            write!(o, "<td>{}</td></tr>", if p["stable_fraction"].as_f64() == Some(1.0) { "yes" } else { "<b>no</b>" });
     }
     o += "</table><p class=\"note\">Brackets: Student-t 95% confidence intervals over replications.</p>";
     if has_base {
@@ -304,7 +346,13 @@ fn sweep_page(dir: &Path) -> Result<String> {
             let vb = p["vs_baseline"].as_array().cloned().unwrap_or_default();
             for k in ["p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms", "output_throughput", "slo.attainment"] {
                 let st = vb.iter().find(|m| m[0] == k).map(|m| m[1].clone()).unwrap_or(Value::Null);
-                let _ = write!(o, "<td>{} <span class=\"note\">[{}, {}]</span></td>", f(&st[0], 2), f(&st[1], 2), f(&st[2], 2));
+                let _ = write!(
+                    o,
+                    "<td>{} <span class=\"note\">[{}, {}]</span></td>",
+                    f(&st[0], 2),
+                    f(&st[1], 2),
+                    f(&st[2], 2)
+                );
             }
             o += "</tr>";
         }
@@ -317,12 +365,29 @@ fn sweep_page(dir: &Path) -> Result<String> {
 fn plan_page(dir: &Path) -> Result<String> {
     let p = read_json(dir, "plan.json")?;
     let mut o = String::new();
-    let _ = write!(o, "<h1>servesim plan</h1><p class=\"sub\">Cheapest configurations carrying {} req/s within the SLOs</p>", f(&p["rate"], 2));
+    let _ = write!(
+        o,
+        "<h1>servesim plan</h1><p class=\"sub\">Cheapest configurations carrying {} req/s within the SLOs</p>",
+        f(&p["rate"], 2)
+    );
     o += "<table><tr><th>rank</th><th class=\"l\">configuration</th><th>replicas</th><th>GPUs</th><th>$/hour</th><th>$/1M output tokens</th><th class=\"l\">binding SLO</th><th>headroom</th></tr>";
     for (i, c) in p["candidates"].as_array().into_iter().flatten().enumerate() {
-        let cfg = c["config"].as_array().map(|a| a.iter().map(|x| format!("{}={}", x[0].as_str().unwrap_or(""), x[1].as_str().unwrap_or(""))).collect::<Vec<_>>().join(" ")).unwrap_or_default();
+        let cfg = c["config"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|x| format!("{}={}", x[0].as_str().unwrap_or(""), x[1].as_str().unwrap_or("")))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default();
         if c["replicas"].is_null() {
-            let _ = write!(o, "<tr><td>–</td><td class=\"l\">{}</td><td class=\"l\" colspan=\"6\">{}</td></tr>", esc(&cfg), esc(c["note"].as_str().unwrap_or("")));
+            let _ = write!(
+                o,
+                "<tr><td>–</td><td class=\"l\">{}</td><td class=\"l\" colspan=\"6\">{}</td></tr>",
+                esc(&cfg),
+                esc(c["note"].as_str().unwrap_or(""))
+            );
         } else {
             let _ = write!(
                 o,

@@ -8,8 +8,8 @@ mod run_data;
 mod table;
 
 pub use self::csv::write_requests_csv;
-pub use manifest::{Manifest, manifest};
 pub use html::write_report;
+pub use manifest::{Manifest, manifest};
 pub use run_data::RunData;
 pub use table::{format_baseline, format_check, format_summary, format_sweep};
 

@@ -224,7 +224,14 @@ pub fn format_baseline(run: &Summary, base: &Summary) -> String {
     let _ = writeln!(o, "{:<36} {:>11} {:>11} {:>11}", "metric", "this run", "baseline", "difference");
     for k in crate::sweep::HEADLINE {
         let (x, y) = (get(&a, k), get(&b, k));
-        let _ = writeln!(o, "{:<36} {:>11} {:>11} {:>11}", k, num(x, 3), num(y, 3), if (x - y).is_finite() { format!("{:+.3}", x - y) } else { "n/a".into() });
+        let _ = writeln!(
+            o,
+            "{:<36} {:>11} {:>11} {:>11}",
+            k,
+            num(x, 3),
+            num(y, 3),
+            if (x - y).is_finite() { format!("{:+.3}", x - y) } else { "n/a".into() }
+        );
     }
     let _ = writeln!(o, "{}", "=".repeat(W));
     o

@@ -367,7 +367,7 @@ pub fn run_sweep(
                     .hint("use another --out folder, or --force to start over")
                     .into());
             }
-            done = read_points(&points_file)?;
+            done = output::read_points_repair(&points_file)?;
         } else if !opts.force {
             return Err(ConfigError::new(format!("{} already holds sweep results", dir.display()))
                 .hint("pass --resume to continue it, --force to start over, or --out DIR")

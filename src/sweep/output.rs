@@ -71,6 +71,24 @@ impl SweepManifest {
     }
 }
 
+/// Reads a `points.jsonl`, dropping a last line cut short by an
+/// interruption (the file is rewritten without it, so appends stay whole).
+pub fn read_points_repair(path: &Path) -> Result<Vec<PointResult>> {
+    let points = read_points(path)?;
+    let text = std::fs::read_to_string(path)?;
+    if !text.is_empty()
+        && (!text.ends_with('\n') || text.lines().filter(|l| !l.trim().is_empty()).count() != points.len())
+    {
+        crate::report::write_atomic(path, |w| {
+            for p in &points {
+                writeln!(w, "{}", serde_json::to_string(p).map_err(std::io::Error::other)?)?;
+            }
+            Ok(())
+        })?;
+    }
+    Ok(points)
+}
+
 /// Reads a `points.jsonl`, ignoring a last line cut short by an interruption.
 pub fn read_points(path: &Path) -> Result<Vec<PointResult>> {
     let f = std::fs::File::open(path)?;
@@ -224,7 +242,7 @@ pub fn write_charts(dir: &Path, manifest: &SweepManifest, points: &[PointResult]
 }
 
 /// Combines shard folders into `out`: the same files as one unsharded run.
-pub fn merge(dirs: &[std::path::PathBuf], out: &Path) -> Result<Vec<PointResult>> {
+pub fn merge(dirs: &[std::path::PathBuf], out: &Path, partial: bool) -> Result<Vec<PointResult>> {
     let Some(first) = dirs.first() else {
         return Err(ConfigError::new("merge needs at least one results folder").into());
     };
@@ -239,7 +257,8 @@ pub fn merge(dirs: &[std::path::PathBuf], out: &Path) -> Result<Vec<PointResult>
         }
         for p in read_points(&d.join(POINTS))? {
             match points.iter().find(|q| q.index == p.index) {
-                Some(q) if *q != p => {
+                // Compare serialised (NaN-safe) forms.
+                Some(q) if serde_json::to_string(q).ok() != serde_json::to_string(&p).ok() => {
                     return Err(Error::Runtime(format!("point {} differs between shards", p.index)));
                 }
                 Some(_) => {}
@@ -248,6 +267,20 @@ pub fn merge(dirs: &[std::path::PathBuf], out: &Path) -> Result<Vec<PointResult>
         }
     }
     points.sort_by_key(|p| p.index);
+    if !partial && points.len() < manifest.total_points {
+        let missing: Vec<String> = (0..manifest.total_points)
+            .filter(|i| points.binary_search_by_key(i, |p| p.index).is_err())
+            .map(|i| i.to_string())
+            .collect();
+        return Err(ConfigError::new(format!(
+            "the shards hold {} of {} points; missing: {}",
+            points.len(),
+            manifest.total_points,
+            missing.iter().take(20).cloned().collect::<Vec<_>>().join(", ") + if missing.len() > 20 { ", ..." } else { "" }
+        ))
+        .hint("finish the missing shards (servesim sweep ... --shard K/N --resume), or pass --partial to merge what is there")
+        .into());
+    }
     std::fs::create_dir_all(out)?;
     let merged = SweepManifest { shard: None, ..manifest };
     crate::report::write_json(&out.join(MANIFEST), &merged)?;
