@@ -14,6 +14,7 @@ pub use sweep_charts::{SweepPoint, hockey_figure, pareto_figure, tradeoff_figure
 use crate::error::{Error, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::Path;
 use std::sync::Once;
 
@@ -246,7 +247,8 @@ fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> Dr
         .x_label_formatter(&|v| human(*v))
         .y_labels(if log_y { 0 } else { 10 })
         .y_label_formatter(&|v| human(*v))
-        .light_line_style(RGBColor(235, 235, 235))
+        .max_light_lines(2)
+        .light_line_style(RGBColor(240, 240, 240))
         .draw()?;
     if log_y {
         let grid = RGBColor(225, 225, 225);
@@ -291,18 +293,18 @@ fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> Dr
     for h in &c.hlines {
         let y = ty(h.at);
         chart.draw_series(std::iter::once(PathElement::new(vec![(x0, y), (x1, y)], grey.stroke_width(1))))?;
-        chart.draw_series(std::iter::once(Text::new(
-            h.label.clone(),
-            (x0 + (x1 - x0) * 0.80, y),
-            (FONT, 12).into_font().color(&grey),
-        )))?;
+        let style = (FONT, 12).into_font().color(&grey).pos(Pos::new(HPos::Right, VPos::Bottom));
+        chart.draw_series(std::iter::once(Text::new(format!("{} ", h.label), (x1, y), style)))?;
     }
     for v in &c.vlines {
         chart.draw_series(std::iter::once(PathElement::new(vec![(v.at, y0), (v.at, y1)], grey.stroke_width(1))))?;
+        // Labels right of the line in the left half, left of it in the right half.
+        let anchor = if v.at > x0 + (x1 - x0) * 0.5 { HPos::Right } else { HPos::Left };
+        let style = (FONT, 12).into_font().color(&grey).pos(Pos::new(anchor, VPos::Center));
         chart.draw_series(std::iter::once(Text::new(
-            v.label.clone(),
-            (v.at, y0 + (y1 - y0) * 0.06),
-            (FONT, 12).into_font().color(&grey),
+            format!(" {} ", v.label.trim()),
+            (v.at, y0 + (y1 - y0) * 0.5),
+            style,
         )))?;
     }
     if c.series.iter().any(|s| !s.name.is_empty()) || !c.flagged.is_empty() {
@@ -421,7 +423,9 @@ fn draw_figure<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, f: &Figure) -> 
 /// Pixel size of a figure.
 pub fn size_of(f: &Figure) -> (u32, u32) {
     match f {
-        Figure::Panels { rows, cols, .. } => ((520 * *cols as u32).max(900), 360 * *rows as u32 + 40),
+        Figure::Panels { rows, cols, .. } => {
+            ((if *cols >= 3 { 430 } else { 520 } * *cols as u32).max(900), 360 * *rows as u32 + 40)
+        }
         Figure::Gantt { rows, .. } => (1100, (22 * rows.len() as u32 + 140).max(360)),
     }
 }

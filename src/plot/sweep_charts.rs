@@ -120,6 +120,7 @@ pub fn pareto_figure(title: &str, points: &[SweepPoint]) -> Figure {
         markers: false,
         bold: true,
     });
+    c.legend = plotters::chart::SeriesLabelPosition::LowerLeft;
     Figure::Panels { title: title.into(), rows: 1, cols: 1, panels: vec![c] }
 }
 
@@ -160,12 +161,14 @@ pub fn hockey_figure(title: &str, points: &[SweepPoint], ttft_slo: Option<f64>) 
             ps.iter().filter(|p| p.stable && p.rate.is_some()).map(|p| (p.rate.unwrap_or(0.0), g(p))).collect()
         };
         c.series.push(Series::line(format!("{} p99", label(f)), pick(|p| p.ttft_p99), color));
+        // p50 in a lighter shade of the family's colour.
+        let light = plotters::style::RGBColor(color.0 / 2 + 128, color.1 / 2 + 128, color.2 / 2 + 128);
         c.series.push(Series {
             name: format!("{} p50", label(f)),
             points: pick(|p| p.ttft_p50),
-            color,
+            color: light,
             line: true,
-            markers: false,
+            markers: true,
             bold: false,
         });
         c.flagged
