@@ -316,7 +316,16 @@ pub fn write_run(dir: &Path, loaded: &LoadedScenario, rep: &crate::Report) -> Re
     let slo = rep.setup.scenario.slo.clone();
     let warmup = rep.setup.scenario.warmup_s;
     let records = &rep.output.records;
-    let (csv, json) = rayon::join(
+    let label = report::run_label(rep);
+    let view = report::RunView {
+        scenario: &rep.setup.scenario,
+        label: &label,
+        records,
+        timeseries: &rep.output.timeseries,
+        trace: &rep.output.trace,
+    };
+    // The CSV and the charts are the slow parts: write them side by side.
+    let (csv, rest) = rayon::join(
         || {
             write_atomic(&dir.join("requests.csv"), |w| {
                 report::write_requests_csv(w, records, warmup, |r| {
@@ -326,13 +335,15 @@ pub fn write_run(dir: &Path, loaded: &LoadedScenario, rep: &crate::Report) -> Re
                 })
             })
         },
-        || write_json(&dir.join("summary.json"), &rep.summary),
+        || -> Result<()> {
+            write_json(&dir.join("summary.json"), &rep.summary)?;
+            write_json(&dir.join("timeseries.json"), &rep.output.timeseries)?;
+            write_json(&dir.join("trace.json"), &rep.output.trace)?;
+            write_run_charts(dir, view)
+        },
     );
     csv?;
-    json?;
-    write_json(&dir.join("timeseries.json"), &rep.output.timeseries)?;
-    write_json(&dir.join("trace.json"), &rep.output.trace)?;
-    write_run_charts(dir, &report::RunData::of(rep))?;
+    rest?;
     let m = report::manifest(
         &rep.setup,
         rep.seed,
@@ -345,8 +356,8 @@ pub fn write_run(dir: &Path, loaded: &LoadedScenario, rep: &crate::Report) -> Re
 }
 
 /// Writes the run's charts: latency CDFs, time series, request timeline.
-pub fn write_run_charts(dir: &Path, run: &report::RunData) -> Result<()> {
-    let s = &run.scenario;
+pub fn write_run_charts(dir: &Path, run: report::RunView) -> Result<()> {
+    let s = run.scenario;
     let name = &s.name;
     let slo = s.slo.clone().unwrap_or_default();
     let figs = [
@@ -354,17 +365,17 @@ pub fn write_run_charts(dir: &Path, run: &report::RunData) -> Result<()> {
             "cdf",
             plot::cdf_figure(
                 &format!("{name}: latency distributions"),
-                &[(run.label.clone(), &run.records, s.warmup_s)],
+                &[(run.label.to_string(), run.records, s.warmup_s)],
                 [slo.ttft_ms, slo.tpot_ms, slo.e2e_ms],
             ),
         ),
-        ("timeseries", plot::timeseries_figure(&format!("{name}: the run over time"), &run.timeseries, s.warmup_s)),
+        ("timeseries", plot::timeseries_figure(&format!("{name}: the run over time"), run.timeseries, s.warmup_s)),
         (
             "timeline",
             plot::gantt_figure(
                 &format!("{name}: the first {} requests", crate::sim::TRACE_REQUESTS),
-                &run.records,
-                &run.trace,
+                run.records,
+                run.trace,
                 crate::sim::TRACE_REQUESTS as usize,
             ),
         ),
@@ -439,7 +450,7 @@ fn cmd_plot(dir: &Path) -> Result<()> {
     }
     if dir.join("manifest.json").exists() {
         let run = report::RunData::read(dir)?;
-        write_run_charts(dir, &run)?;
+        write_run_charts(dir, run.view())?;
         println!("redrew cdf, timeseries and timeline charts in {}", dir.display());
         return Ok(());
     }

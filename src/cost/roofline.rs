@@ -129,6 +129,7 @@ impl Roofline {
     }
 
     /// GEMMs and all-reduces of one layer for `t` tokens: (time, flops, bytes).
+    #[inline]
     fn token_part(&mut self, t: f64) -> (f64, f64, f64) {
         if self.gemm_cache.0 == t {
             let c = self.gemm_cache;
@@ -162,6 +163,7 @@ impl Roofline {
 }
 
 impl StepCostModel for Roofline {
+    #[inline]
     fn step(&mut self, b: &StepBatch) -> StepCost {
         let t = b.tokens() as f64;
         let (mut lt, flops, bytes) = self.token_part(t);

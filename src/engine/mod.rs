@@ -127,6 +127,8 @@ pub struct Replica<C> {
     n_running: u32,
     prefilling: Vec<u32>,
     d: u64,
+    /// `d mod block_size`, kept incrementally (a division per step is costly).
+    d_mod: u32,
     n_dec: u32,
     n_dec_measured: u32,
     dec_ctx: u64,
@@ -205,6 +207,7 @@ impl<C: StepCostModel> Replica<C> {
             n_running: 0,
             prefilling: Vec::new(),
             d: 0,
+            d_mod: 0,
             n_dec: 0,
             n_dec_measured: 0,
             dec_ctx: 0,
@@ -399,7 +402,7 @@ impl<C: StepCostModel> Replica<C> {
     fn reserve_decode_blocks(&mut self, now: f64, sinks: &mut Sinks) -> bool {
         let mut preempted = false;
         while self.n_dec > 0 {
-            let need = self.phase_count[(self.d % self.p.block_size as u64) as usize] as u64;
+            let need = self.phase_count[self.d_mod as usize] as u64;
             if need <= self.free_blocks {
                 self.free_blocks -= need;
                 break;
@@ -564,6 +567,19 @@ impl<C: StepCostModel> Replica<C> {
         }
     }
 
+    /// `(d + 1) mod block_size`, without a division.
+    #[inline]
+    fn next_mod(&self) -> u32 {
+        if self.d_mod + 1 == self.p.block_size { 0 } else { self.d_mod + 1 }
+    }
+
+    /// Advances the decode-step counter and its phase.
+    #[inline]
+    fn advance_d(&mut self) {
+        self.d += 1;
+        self.d_mod = self.next_mod();
+    }
+
     /// Start of the step in flight (the end of the previous one).
     pub fn step_start(&self) -> f64 {
         self.step_start
@@ -587,7 +603,6 @@ impl<C: StepCostModel> Replica<C> {
         area: &mut f64,
         in_system: u64,
     ) -> f64 {
-        let bs = self.p.block_size as u64;
         loop {
             let end = self.step_start + self.step_cost.time;
             let steady = self.busy
@@ -597,7 +612,7 @@ impl<C: StepCostModel> Replica<C> {
                 && self.prefilling.is_empty()
                 && (self.waiting.is_empty() || (self.p.chunked_prefill && self.n_running >= self.p.max_num_seqs))
                 && self.finish.peek().is_none_or(|Reverse(e)| e.0 > self.d + 1)
-                && (self.phase_count[((self.d + 1) % bs) as usize] as u64) <= self.free_blocks;
+                && (self.phase_count[self.next_mod() as usize] as u64) <= self.free_blocks;
             if !steady || end >= horizon {
                 return end;
             }
@@ -606,10 +621,10 @@ impl<C: StepCostModel> Replica<C> {
             self.account_step(end);
             sinks.itl.add(end - self.last_decode_end, self.n_dec_measured as u64);
             self.last_decode_end = end;
-            self.d += 1;
+            self.advance_d();
             self.dec_ctx += self.n_dec as u64;
             // Plan the next one: every sequence decodes one more token.
-            self.free_blocks -= self.phase_count[(self.d % bs) as usize] as u64;
+            self.free_blocks -= self.phase_count[self.d_mod as usize] as u64;
             self.step_batch = StepBatch {
                 decode_seqs: self.n_dec,
                 decode_ctx_tokens: (self.dec_ctx + self.n_dec as u64) as f64,
@@ -640,7 +655,7 @@ impl<C: StepCostModel> Replica<C> {
             self.joiners.clear();
             self.last_decode_end = t_end;
             let step = self.d;
-            self.d += 1;
+            self.advance_d();
             self.dec_ctx += self.n_dec as u64;
             while let Some(&Reverse((at, i, version))) = self.finish.peek() {
                 if at > step {
@@ -772,11 +787,7 @@ impl<C: StepCostModel> Replica<C> {
         }
         let used = self.p.num_blocks - self.free_blocks;
         // During a decode step the step's new blocks are already reserved.
-        let reserved = if self.busy && self.step_decodes {
-            self.phase_count[(self.d % self.p.block_size as u64) as usize] as u64
-        } else {
-            0
-        };
+        let reserved = if self.busy && self.step_decodes { self.phase_count[self.d_mod as usize] as u64 } else { 0 };
         if used != blocks + reserved {
             return Err(format!("{used} blocks in use but sequences hold {blocks} (+{reserved} reserved)"));
         }

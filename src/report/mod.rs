@@ -10,7 +10,7 @@ mod table;
 pub use self::csv::write_requests_csv;
 pub use html::write_report;
 pub use manifest::{Manifest, manifest};
-pub use run_data::RunData;
+pub use run_data::{RunData, RunView, run_label};
 pub use table::{format_baseline, format_check, format_summary, format_sweep};
 
 use crate::error::{ConfigError, Error, Result};

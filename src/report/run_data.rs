@@ -22,22 +22,42 @@ pub struct RunData {
     pub trace: Vec<Span>,
 }
 
+/// Borrowed view of the same data (no copy of the records).
+#[derive(Debug, Clone, Copy)]
+pub struct RunView<'a> {
+    /// The resolved scenario.
+    pub scenario: &'a Scenario,
+    /// Legend label.
+    pub label: &'a str,
+    /// Per-request records.
+    pub records: &'a [RequestRecord],
+    /// Sampled cluster state.
+    pub timeseries: &'a [TimeSample],
+    /// Spans of the traced requests.
+    pub trace: &'a [Span],
+}
+
+/// The legend label of a run.
+pub fn run_label(rep: &crate::Report) -> String {
+    let s = &rep.setup.scenario;
+    format!(
+        "{} {} on {} × {}",
+        rep.setup.llm.name,
+        s.model.dtype.as_str(),
+        s.hardware.replicas * s.hardware.tp,
+        rep.setup.gpu.name
+    )
+}
+
 impl RunData {
-    /// From a report in memory.
-    pub fn of(rep: &crate::Report) -> Self {
-        let s = &rep.setup.scenario;
-        RunData {
-            scenario: s.clone(),
-            label: format!(
-                "{} {} on {} × {}",
-                rep.setup.llm.name,
-                s.model.dtype.as_str(),
-                s.hardware.replicas * s.hardware.tp,
-                rep.setup.gpu.name
-            ),
-            records: rep.output.records.clone(),
-            timeseries: rep.output.timeseries.clone(),
-            trace: rep.output.trace.clone(),
+    /// A borrowed view.
+    pub fn view(&self) -> RunView<'_> {
+        RunView {
+            scenario: &self.scenario,
+            label: &self.label,
+            records: &self.records,
+            timeseries: &self.timeseries,
+            trace: &self.trace,
         }
     }
 
