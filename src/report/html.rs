@@ -287,15 +287,7 @@ fn sweep_page(dir: &Path) -> Result<String> {
     for a in &axes {
         let _ = write!(o, "<th>{}</th>", esc(a));
     }
-    let cols = [
-        ("req/s", "request_throughput"),
-        ("out tok/s", "output_throughput"),
-        ("TTFT p50", "median_ttft_ms"),
-        ("TTFT p99", "p99_ttft_ms"),
-        ("TPOT p50", "median_tpot_ms"),
-        ("TPOT p99", "p99_tpot_ms"),
-        ("SLO attainment", "slo.attainment"),
-    ];
+    let cols = crate::sweep::TABLE_COLUMNS;
     for (h, _) in cols {
         let _ = write!(o, "<th>{h}</th>");
     }
@@ -329,7 +321,9 @@ fn sweep_page(dir: &Path) -> Result<String> {
                 (Some(lo), Some(hi)) => format!(" <span class=\"note\">[{lo:.1}, {hi:.1}]</span>"),
                 _ => String::new(),
             };
-            let _ = write!(o, "<td>{}{ci}</td>", f(&st[0], 2));
+            let pct = if k.contains("attainment") { 100.0 } else { 1.0 };
+            let ci = if pct != 1.0 { String::new() } else { ci };
+            let _ = write!(o, "<td>{}{ci}</td>", f(&st[0].as_f64().map(|x| x * pct).into(), 2));
         }
         let _ =
             write!(o, "<td>{}</td></tr>", if p["stable_fraction"].as_f64() == Some(1.0) { "yes" } else { "<b>no</b>" });

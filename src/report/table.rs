@@ -172,16 +172,7 @@ pub fn format_check(setup: &Setup) -> String {
 pub fn format_sweep(m: &crate::sweep::SweepManifest, points: &[crate::sweep::PointResult]) -> String {
     let mut o = String::new();
     let keys: Vec<&str> = m.grid.axes.iter().map(|a| a.0.as_str()).collect();
-    let cols = [
-        ("req/s", "request_throughput"),
-        ("out tok/s", "output_throughput"),
-        ("TTFT p50", "median_ttft_ms"),
-        ("TTFT p99", "p99_ttft_ms"),
-        ("TPOT p50", "median_tpot_ms"),
-        ("TPOT p99", "p99_tpot_ms"),
-        ("SLO %", "slo.attainment"),
-        ("$/1M tok", "cost.usd_per_million_output_tokens"),
-    ];
+    let cols = crate::sweep::TABLE_COLUMNS;
     let _ = writeln!(
         o,
         "sweep of {}: {} points × {} replication(s); latencies in ms",

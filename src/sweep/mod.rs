@@ -190,6 +190,18 @@ pub const HEADLINE: [&str; 16] = [
     "cost.usd_per_million_output_tokens",
 ];
 
+/// Columns of the sweep tables (terminal and HTML): (header, metric).
+pub const TABLE_COLUMNS: [(&str, &str); 8] = [
+    ("req/s", "request_throughput"),
+    ("out tok/s", "output_throughput"),
+    ("TTFT p50", "median_ttft_ms"),
+    ("TTFT p99", "p99_ttft_ms"),
+    ("TPOT p50", "median_tpot_ms"),
+    ("TPOT p99", "p99_tpot_ms"),
+    ("SLO %", "slo.attainment"),
+    ("$/1M tok", "cost.usd_per_million_output_tokens"),
+];
+
 /// Every numeric field of a summary as (dotted name, value); booleans as 0/1,
 /// nulls as NaN, lists left out.
 pub fn flatten(s: &Summary) -> Vec<(String, f64)> {
