@@ -430,6 +430,42 @@ pub fn size_of(f: &Figure) -> (u32, u32) {
     }
 }
 
+/// Standard base64 (RFC 4648, padded).
+pub fn base64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for c in bytes.chunks(3) {
+        let n = (c[0] as u32) << 16 | (*c.get(1).unwrap_or(&0) as u32) << 8 | *c.get(2).unwrap_or(&0) as u32;
+        out.push(A[(n >> 18) as usize & 63] as char);
+        out.push(A[(n >> 12) as usize & 63] as char);
+        out.push(if c.len() > 1 { A[(n >> 6) as usize & 63] as char } else { '=' });
+        out.push(if c.len() > 2 { A[n as usize & 63] as char } else { '=' });
+    }
+    out
+}
+
+/// A CSS `@font-face` rule carrying the embedded font as a data URL.
+pub fn font_face_css() -> String {
+    static CSS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    CSS.get_or_init(|| {
+        format!(
+            "@font-face{{font-family:'DejaVu Sans';src:url(data:font/ttf;base64,{}) format('truetype');}}",
+            base64(FONT_BYTES)
+        )
+    })
+    .clone()
+}
+
+const FONT_STYLE_START: &str = "<defs><style id=\"servesim-font\">";
+
+/// Removes the embedded font block from an SVG (for pages that embed the font once).
+pub fn strip_font_face(svg: &str) -> String {
+    match (svg.find(FONT_STYLE_START), svg.find("</style></defs>")) {
+        (Some(a), Some(b)) if b > a => format!("{}{}", &svg[..a], &svg[b + "</style></defs>".len()..]),
+        _ => svg.to_string(),
+    }
+}
+
 /// Draws a figure as an SVG document.
 pub fn to_svg(f: &Figure) -> Result<String> {
     init_font();
@@ -438,8 +474,11 @@ pub fn to_svg(f: &Figure) -> Result<String> {
         let root = SVGBackend::with_string(&mut s, size_of(f)).into_drawing_area();
         draw_figure(root, f).map_err(|e| Error::Runtime(format!("cannot draw chart: {e}")))?;
     }
-    // Name the embedded font first, with common fallbacks.
-    Ok(s.replace("font-family=\"sans-serif\"", "font-family=\"DejaVu Sans, Verdana, Arial, sans-serif\""))
+    // Name the embedded font first, with common fallbacks, and embed it so the
+    // SVG renders the same everywhere.
+    let s = s.replace("font-family=\"sans-serif\"", "font-family=\"DejaVu Sans, Verdana, Arial, sans-serif\"");
+    let at = s.find("<svg").and_then(|i| s[i..].find('>').map(|j| i + j + 1)).unwrap_or(0);
+    Ok(format!("{}{FONT_STYLE_START}{}</style></defs>{}", &s[..at], font_face_css(), &s[at..]))
 }
 
 /// Writes `<stem>.svg` and `<stem>.png` into `dir` (each atomically); returns the SVG text.
@@ -453,4 +492,25 @@ pub fn save(f: &Figure, dir: &Path, stem: &str) -> Result<String> {
     }
     std::fs::rename(&tmp, dir.join(format!("{stem}.png")))?;
     Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_rfc4648_vectors() {
+        for (i, o) in [("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foobar", "Zm9vYmFy")] {
+            assert_eq!(base64(i.as_bytes()), o);
+        }
+    }
+
+    #[test]
+    fn svgs_embed_the_font_and_pages_can_strip_it() {
+        let f = Figure::Panels { title: "t".into(), rows: 1, cols: 1, panels: vec![XyChart::default()] };
+        let svg = to_svg(&f).unwrap();
+        assert!(svg.contains("@font-face") && svg.contains("base64,"));
+        let bare = strip_font_face(&svg);
+        assert!(!bare.contains("@font-face") && bare.starts_with("<svg") && bare.contains("</svg>"));
+    }
 }
