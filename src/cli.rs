@@ -302,13 +302,7 @@ fn cmd_run(a: RunArgs) -> Result<()> {
         }
         println!("results: {}", dir.display());
     }
-    if a.report {
-        let p = report::write_report(&dir)?;
-        if !a.quiet {
-            println!("report: {}", p.display());
-        }
-    }
-    Ok(())
+    finish_report(&dir, a.report, a.quiet)
 }
 
 /// Writes the three run files into `dir`.
@@ -384,6 +378,17 @@ pub fn write_run_charts(dir: &Path, run: report::RunView) -> Result<()> {
     results.into_iter().try_for_each(|r| r.map(|_| ()))
 }
 
+/// Writes report.html when asked (`--report`) and says where.
+fn finish_report(dir: &Path, wanted: bool, quiet: bool) -> Result<()> {
+    if wanted {
+        let p = report::write_report(dir)?;
+        if !quiet {
+            println!("report: {}", p.display());
+        }
+    }
+    Ok(())
+}
+
 fn parse_shard(s: &str) -> Result<(usize, usize)> {
     let bad = || {
         ConfigError::new(format!("--shard {s}: expected K/N with 0 <= K < N"))
@@ -429,13 +434,7 @@ fn cmd_sweep(a: SweepArgs) -> Result<()> {
         print!("{}", report::format_sweep(&manifest, &points));
         println!("results: {}", dir.display());
     }
-    if a.report {
-        let p = report::write_report(&dir)?;
-        if !a.quiet {
-            println!("report: {}", p.display());
-        }
-    }
-    Ok(())
+    finish_report(&dir, a.report, a.quiet)
 }
 
 fn cmd_plot(dir: &Path) -> Result<()> {
