@@ -6,33 +6,21 @@ use servesim::plan::{capacity, judge, plan};
 use servesim::{Catalog, run_setup};
 use std::path::Path;
 
-/// M/M/1 with μ = 100/s and an objective on p99 sojourn (= E2E) of 100 ms:
-/// sojourn ~ Exp(μ − λ), so p99 = ln(100)/(μ − λ) ≤ 0.1 s ⇔ λ ≤ 100 − 46.05.
-const MM1: &str = r#"
-name = "mm1-capacity"
-seed = 4
-num_requests = 60000
-[model]
-name = "llama-3.1-8b"
-[engine]
-max_num_seqs = 1
-[cost]
-model = "exponential"
-step_overhead_ms = 0
-step_time_ms = 10
-[workload]
-arrival = "poisson"
-rate = 30
-prompt_tokens = { dist = "fixed", value = 16 }
-output_tokens = { dist = "fixed", value = 1 }
-[slo]
-e2e_ms = 100
-percentile = 99
-"#;
+/// The shared single-server queue (10 ms steps, batch of one, one-token
+/// outputs) with exponential steps: M/M/1 with μ = 100/s. With an objective on
+/// p99 sojourn (= E2E) of 100 ms, sojourn ~ Exp(μ − λ), so
+/// p99 = ln(100)/(μ − λ) ≤ 0.1 s ⇔ λ ≤ 100 − 46.05.
+fn mm1(extra: &str, sets: &[&str]) -> servesim::config::LoadedScenario {
+    let text = format!("{}[slo]\ne2e_ms = 100\npercentile = 99\n{extra}", common::SINGLE_SERVER);
+    let mut all =
+        vec!["seed=4".to_string(), "num_requests=60000".to_string(), "cost.model=\"exponential\"".to_string()];
+    all.extend(sets.iter().map(|s| s.to_string()));
+    load_scenario_str(&text, Path::new("mm1.toml"), &all).unwrap()
+}
 
 #[test]
 fn capacity_matches_the_mm1_percentile_oracle() {
-    let loaded = load_scenario_str(MM1, Path::new("mm1.toml"), &[]).unwrap();
+    let loaded = mm1("", &[]);
     let c = capacity(&loaded, &Catalog::builtin().unwrap(), 4, 0.01).unwrap();
     let want = 100.0 - 100f64.ln() / 0.1;
     assert!((c.rate.mean / want - 1.0).abs() < 0.05, "capacity {:?} vs M/M/1 {want}", c.rate);
@@ -43,12 +31,10 @@ fn capacity_matches_the_mm1_percentile_oracle() {
 #[test]
 fn plan_picks_the_fewest_replicas_that_meet_the_slo() {
     // 4 single-server replicas of 10 ms steps behind least-outstanding routing at 150 req/s.
-    let text = MM1.replace("model = \"exponential\"", "model = \"constant\"").replace("e2e_ms = 100", "e2e_ms = 40")
-        + "[plan]\nrate = 150\nmax_replicas = 16\n";
-    let text = text
-        .replace("[engine]", "[hardware]\nrouter = \"least-outstanding\"\n[engine]")
-        .replace("num_requests = 60000", "num_requests = 20000");
-    let loaded = load_scenario_str(&text, Path::new("plan.toml"), &[]).unwrap();
+    let loaded = mm1(
+        "[plan]\nrate = 150\nmax_replicas = 16\n",
+        &["cost.model=\"constant\"", "slo.e2e_ms=40", "hardware.router=\"least-outstanding\"", "num_requests=20000"],
+    );
     let catalog = Catalog::builtin().unwrap();
     let p = plan(&loaded, &catalog).unwrap();
     let c = &p.candidates[0];
