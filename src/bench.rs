@@ -152,8 +152,8 @@ fn one(n: u64, replicas: u32) -> Result<()> {
         peak_rss_mib(),
         rep.summary.utilisation.steps,
         rep.output.events,
-        rep.summary.output_throughput,
-        rep.summary.ttft.dist.percentiles[3]
+        rep.summary.metrics.output_throughput,
+        rep.summary.metrics.ttft.dist.percentiles[3]
     );
     Ok(())
 }

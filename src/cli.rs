@@ -307,7 +307,8 @@ fn cmd_run(a: RunArgs) -> Result<()> {
 
 /// Writes the three run files into `dir`.
 pub fn write_run(dir: &Path, loaded: &LoadedScenario, rep: &crate::Report) -> Result<()> {
-    let slo = rep.setup.scenario.slo.clone();
+    let plan = rep.setup.workload.clone();
+    let class_names: Vec<String> = plan.classes.iter().map(|c| c.name.clone()).collect();
     let warmup = rep.setup.scenario.warmup_s;
     let records = &rep.output.records;
     let label = report::run_label(rep);
@@ -322,11 +323,7 @@ pub fn write_run(dir: &Path, loaded: &LoadedScenario, rep: &crate::Report) -> Re
     let (csv, rest) = rayon::join(
         || {
             write_atomic(&dir.join("requests.csv"), |w| {
-                report::write_requests_csv(w, records, warmup, |r| {
-                    slo.as_ref()
-                        .filter(|_| r.status == crate::metrics::Status::Completed)
-                        .map(|s| crate::metrics::slo_checks(s, r).iter().all(|&x| x))
-                })
+                report::write_requests_csv(w, records, warmup, &class_names, |r| crate::metrics::slo_met(&plan, r))
             })
         },
         || -> Result<()> {

@@ -13,7 +13,7 @@
 //! let loaded = load_scenario("scenarios/quickstart.toml".as_ref(), &[]).unwrap();
 //! let catalog = Catalog::with_dir(None).unwrap();
 //! let report = servesim::run(&loaded.scenario, &catalog).unwrap();
-//! println!("p99 TTFT = {:.1} ms", report.summary.ttft.dist.percentiles[3]);
+//! println!("p99 TTFT = {:.1} ms", report.summary.metrics.ttft.dist.percentiles[3]);
 //! ```
 //!
 //! ## Layout
@@ -89,6 +89,8 @@ pub struct Setup {
     pub engine: EngineParams,
     /// USD per GPU-hour in effect.
     pub price_per_gpu_hour: f64,
+    /// The resolved workload (classes, processes, trace data).
+    pub workload: std::sync::Arc<workload::WorkloadPlan>,
 }
 
 fn unknown(kind: &str, name: &str, known: Vec<&String>, key: &str) -> ConfigError {
@@ -128,16 +130,9 @@ pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
         .hint(format!("raise it to at least {} or lower max_num_seqs", e.max_num_seqs)));
     }
     let memory = memory::plan(&llm, &gpu, s)?;
-    let w = &s.workload;
-    let shortest = w.prompt_tokens.min_value() as u64 + w.output_tokens.min_value() as u64;
-    if shortest > memory.max_model_len as u64 {
-        return Err(ConfigError::new(format!(
-            "every request needs at least {shortest} tokens of context (shortest prompt + shortest output) but \
-             max_model_len is {} for {} on this setup: all requests would be rejected",
-            memory.max_model_len, llm.name
-        ))
-        .key("workload.output_tokens")
-        .hint(format!("keep prompt + output within {} tokens", memory.max_model_len)));
+    let workload = workload::plan::build(s)?;
+    if !workload.clip {
+        check_fits(s, &workload, memory.max_model_len, &llm.name)?;
     }
     let engine = EngineParams {
         max_num_seqs: e.max_num_seqs,
@@ -149,7 +144,43 @@ pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
     let price_per_gpu_hour = s.hardware.price_per_gpu_hour.unwrap_or(gpu.price_per_hour);
     let mut scenario = s.clone();
     scenario.engine.max_model_len = Some(memory.max_model_len);
-    Ok(Setup { scenario, llm, llm_origin, gpu, gpu_origin, memory, engine, price_per_gpu_hour })
+    Ok(Setup {
+        scenario,
+        llm,
+        llm_origin,
+        gpu,
+        gpu_origin,
+        memory,
+        engine,
+        price_per_gpu_hour,
+        workload: std::sync::Arc::new(workload),
+    })
+}
+
+/// Fails when some class can never fit the context window (every request
+/// of it would be rejected).
+fn check_fits(s: &Scenario, w: &workload::WorkloadPlan, max_len: u32, model: &str) -> Result<(), ConfigError> {
+    let sc = &s.workload;
+    for (i, c) in w.classes.iter().enumerate() {
+        let cfg = sc.classes.get(i);
+        let prompt = cfg.and_then(|c| c.prompt_tokens.as_ref()).or(sc.prompt_tokens.as_ref());
+        let output = cfg.and_then(|c| c.output_tokens.as_ref()).or(sc.output_tokens.as_ref());
+        let (Some(p), Some(o)) = (prompt.and_then(|d| d.min_value()), output.and_then(|d| d.min_value())) else {
+            continue;
+        };
+        let shortest = p as u64 + c.prefix_tokens as u64 + o as u64;
+        if shortest > max_len as u64 {
+            let key = if sc.classes.is_empty() { "workload.output_tokens".into() } else { format!("workload.classes[{i}]") };
+            return Err(ConfigError::new(format!(
+                "every request{} needs at least {shortest} tokens of context (shortest prompt + shortest output) but \
+                 max_model_len is {max_len} for {model} on this setup: all of them would be rejected",
+                if sc.classes.is_empty() { String::new() } else { format!(" of class \"{}\"", c.name) }
+            ))
+            .key(key)
+            .hint(format!("keep prompt + output within {max_len} tokens, or set workload.on_too_long = \"clip\"")));
+        }
+    }
+    Ok(())
 }
 
 /// An inline spec (validated) if given, else the catalogue entry; with where it came from.

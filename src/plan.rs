@@ -36,7 +36,10 @@ pub struct Verdict {
     pub reason: String,
 }
 
-/// Judges one run's summary against the scenario's SLOs.
+/// Judges one run's summary against the scenario's SLOs: with request
+/// classes, each class against its own objectives (the binding one is the
+/// class closest to, or furthest past, its limit); `slo` gives the rule
+/// (percentile or minimum attainment).
 pub fn judge(s: &Summary, slo: &SloConfig) -> Verdict {
     let mut v = Verdict {
         meets: true,
@@ -46,48 +49,19 @@ pub fn judge(s: &Summary, slo: &SloConfig) -> Verdict {
         headroom: f64::INFINITY,
         reason: String::new(),
     };
-    let failed = s.failed as f64 / s.measured_requests.max(1) as f64;
-    if let Some(a) = slo.min_attainment {
-        let got = s.slo.as_ref().map_or(0.0, |x| x.attainment);
-        v.binding = format!("{:.1}% attainment", a * 100.0);
-        v.value = got;
-        v.limit = a;
-        v.headroom = if a < 1.0 {
-            1.0 - (1.0 - got) / (1.0 - a)
-        } else if got >= 1.0 {
-            0.0
-        } else {
-            -1.0
-        };
-        if got < a {
-            v.meets = false;
-            v.reason = format!("attainment {:.2}% < {:.2}%", got * 100.0, a * 100.0);
-        }
-    } else {
-        let p = slo.percentile.unwrap_or(99.0);
-        let idx = crate::metrics::stats::PERCENTILES.iter().position(|&q| q == p);
-        for (name, limit, metric) in
-            [("TTFT", slo.ttft_ms, &s.ttft), ("TPOT", slo.tpot_ms, &s.tpot), ("E2E", slo.e2e_ms, &s.e2el)]
-        {
-            let Some(limit) = limit else { continue };
-            let d = &metric.dist;
-            let value = match idx {
-                Some(i) => d.percentiles[i],
-                None => f64::NAN,
-            };
-            let room = 1.0 - value / limit;
-            if room < v.headroom || v.binding.is_empty() {
-                v.headroom = room;
-                v.binding = format!("p{p} {name}");
-                v.value = value;
-                v.limit = limit;
-            }
-            if value.is_nan() || value > limit {
-                v.meets = false;
-                v.reason = format!("p{p} {name} {value:.0} ms > {limit} ms");
+    match &s.classes {
+        Some(classes) => {
+            for (name, c) in &classes.0 {
+                if let Some(obj) = &c.metrics.slo {
+                    let objectives =
+                        SloConfig { ttft_ms: obj.ttft_ms, tpot_ms: obj.tpot_ms, e2e_ms: obj.e2e_ms, ..slo.clone() };
+                    judge_group(&c.metrics, &objectives, &format!("{name}: "), &mut v);
+                }
             }
         }
+        None => judge_group(&s.metrics, slo, "", &mut v),
     }
+    let failed = s.metrics.failed as f64 / s.metrics.measured_requests.max(1) as f64;
     if failed > 0.01 {
         v.meets = false;
         v.reason = format!("{:.1}% of requests failed", failed * 100.0);
@@ -99,7 +73,55 @@ pub fn judge(s: &Summary, slo: &SloConfig) -> Verdict {
     v
 }
 
+/// Judges one group of requests (all, or a class) against `slo`, keeping in
+/// `v` the objective with the least headroom; `label` prefixes its name.
+fn judge_group(m: &crate::metrics::RequestMetrics, slo: &SloConfig, label: &str, v: &mut Verdict) {
+    let mut consider = |binding: String, value: f64, limit: f64, room: f64, fails: Option<String>| {
+        if room < v.headroom || v.binding.is_empty() {
+            v.headroom = room;
+            v.binding = binding;
+            v.value = value;
+            v.limit = limit;
+        }
+        if let Some(why) = fails {
+            v.meets = false;
+            v.reason = why;
+        }
+    };
+    if let Some(a) = slo.min_attainment {
+        let got = m.slo.as_ref().map_or(0.0, |x| x.attainment);
+        let room = if a < 1.0 {
+            1.0 - (1.0 - got) / (1.0 - a)
+        } else if got >= 1.0 {
+            0.0
+        } else {
+            -1.0
+        };
+        let fails = (got < a).then(|| format!("{label}attainment {:.2}% < {:.2}%", got * 100.0, a * 100.0));
+        consider(format!("{label}{:.1}% attainment", a * 100.0), got, a, room, fails);
+    } else {
+        let p = slo.percentile.unwrap_or(99.0);
+        let idx = crate::metrics::stats::PERCENTILES.iter().position(|&q| q == p);
+        for (name, limit, metric) in
+            [("TTFT", slo.ttft_ms, &m.ttft), ("TPOT", slo.tpot_ms, &m.tpot), ("E2E", slo.e2e_ms, &m.e2el)]
+        {
+            let Some(limit) = limit else { continue };
+            // A class with no request of this kind (e.g. TPOT of a prefill-only class) has nothing to judge.
+            if metric.dist.count == 0 && m.completed > 0 {
+                continue;
+            }
+            let value = idx.map_or(f64::NAN, |i| metric.dist.percentiles[i]);
+            let fails = (value.is_nan() || value > limit).then(|| format!("{label}p{p} {name} {value:.0} ms > {limit} ms"));
+            consider(format!("{label}p{p} {name}"), value, limit, 1.0 - value / limit, fails);
+        }
+    }
+}
+
 fn slo_of(s: &Scenario) -> Result<SloConfig> {
+    if s.slo.is_none() && s.workload.classes.iter().any(|c| c.slo.is_some()) {
+        // Classes carry the objectives; the rule is the default (p99).
+        return Ok(SloConfig::default());
+    }
     s.slo.clone().ok_or_else(|| {
         ConfigError::new("capacity planning needs objectives")
             .key("slo")
@@ -331,7 +353,7 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
             c.replicas = Some(n);
             c.gpus = Some(n * tp);
             c.usd_per_hour = Some((n * tp) as f64 * price);
-            c.usd_per_million_output_tokens = Some((n * tp) as f64 * price / 3600.0 / sum.output_throughput * 1e6);
+            c.usd_per_million_output_tokens = Some((n * tp) as f64 * price / 3600.0 / sum.metrics.output_throughput * 1e6);
             c.verdict = Some(judge(&sum, &slo));
             if n > 1 {
                 c.one_fewer = Some(judge(&run_at(n - 1)?, &slo));

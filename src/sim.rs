@@ -14,7 +14,7 @@ use crate::config::CostModelKind;
 use crate::cost::{ConstantStep, ExponentialStep, Roofline, StepCostModel};
 use crate::engine::{Replica, ReplicaStats, Sinks, Span};
 use crate::metrics::{LogHistogram, RejectReason, RequestRecord, Status};
-use crate::workload::{Generator, stream_seed};
+use crate::workload::{Source, stream_seed};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
@@ -25,6 +25,8 @@ pub struct SimOutput {
     pub records: Vec<RequestRecord>,
     /// Pooled inter-token latencies of measured requests.
     pub itl: LogHistogram,
+    /// The same, per class.
+    pub itl_by_class: Vec<LogHistogram>,
     /// Per-replica statistics.
     pub replicas: Vec<ReplicaStats>,
     /// End of the last engine step (the last completion), s: the end of the
@@ -179,13 +181,28 @@ fn simulate_opts(setup: &Setup, seed: u64, check: bool, fast: bool) -> SimOutput
     }
 }
 
+/// Shortens a request to the context window: the prompt first (keeping at
+/// least one token), then the output. Returns whether it changed.
+fn clip(max_len: u32, prompt: &mut u32, output: &mut u32) -> bool {
+    let total = *prompt as u64 + *output as u64;
+    if total <= max_len as u64 {
+        return false;
+    }
+    let over = total - max_len as u64;
+    let from_prompt = over.min(*prompt as u64 - 1) as u32;
+    *prompt -= from_prompt;
+    *output -= (over - from_prompt as u64) as u32;
+    true
+}
+
 /// Why a request can never be served by this setup, if so.
 fn reject_reason(setup: &Setup, prompt: u32, output: u32) -> Option<RejectReason> {
     let total = prompt as u64 + output as u64;
     if total > setup.memory.max_model_len as u64 {
         return Some(RejectReason::ExceedsMaxModelLen);
     }
-    if total - 1 > setup.memory.kv_capacity_tokens {
+    // KV the request holds at its longest (a prefill-only one holds its prompt).
+    if prompt as u64 + output.max(1) as u64 - 1 > setup.memory.kv_capacity_tokens {
         return Some(RejectReason::ExceedsKvCapacity);
     }
     if !setup.engine.chunked_prefill && prompt > setup.engine.max_num_batched_tokens {
@@ -214,16 +231,19 @@ pub fn simulate_with<C: StepCostModel>(
     let peak_flops = replicas[0].cost_model().peak_flops();
     let peak_bandwidth = replicas[0].cost_model().peak_bandwidth();
     let mut router = Router::new(s.hardware.router);
-    let mut requests = Generator::new(s, seed);
-    let cap = requests.size_hint_total().unwrap_or(0).min(1 << 26) as usize;
+    let mut requests = Source::new(&setup.workload, seed);
+    let notify = requests.needs_feedback();
+    let cap = setup.workload.num_requests.unwrap_or(0).min(1 << 26) as usize;
     let mut records: Vec<RequestRecord> = Vec::with_capacity(cap);
-    let mut itl = LogHistogram::new();
+    let mut itl = vec![LogHistogram::new(); setup.workload.classes.len()];
+    let mut done: Vec<u32> = Vec::new();
+    let max_len = setup.memory.max_model_len;
+    let clip_long = setup.workload.clip;
     let mut completed = 0u64;
     let mut heap: BinaryHeap<Event> = BinaryHeap::new();
     let mut wake_pending = vec![false; n_rep];
     let pre_fixed = s.engine.preprocess_ms * 1e-3;
     let pre_tok = s.engine.preprocess_us_per_token * 1e-6;
-    let mut next_arrival = requests.next();
     let mut now = 0.0f64;
     let mut in_system = 0u64;
     let mut area = 0.0f64;
@@ -241,33 +261,43 @@ pub fn simulate_with<C: StepCostModel>(
                 completed: &mut completed,
                 trace: &mut trace,
                 trace_limit: TRACE_REQUESTS,
+                notify,
+                done: &mut done,
             }
         };
     }
 
     loop {
         let top = heap.peek().copied();
+        let next_arrival = requests.peek_time();
         let take_arrival = match (top, next_arrival) {
             (None, None) => break,
             (None, Some(_)) => true,
             (Some(_), None) => false,
-            (Some(e), Some(a)) => a.arrival < e.t || (a.arrival == e.t && e.kind != Kind::StepEnd),
+            (Some(e), Some(a)) => a < e.t || (a == e.t && e.kind != Kind::StepEnd),
         };
         events += 1;
-        let t_next = if take_arrival { next_arrival.map_or(now, |a| a.arrival) } else { top.map_or(now, |e| e.t) };
+        let t_next = if take_arrival { next_arrival.unwrap_or(now) } else { top.map_or(now, |e| e.t) };
         if sampler.due(t_next) {
             sampler.take(sampler.next, &replicas, completed);
         }
         if take_arrival {
-            let a = next_arrival.take().expect("arrival");
-            next_arrival = requests.next();
+            let mut a = requests.pop().expect("arrival");
             area += in_system as f64 * (a.arrival - now);
             now = a.arrival;
             let id = records.len() as u32;
+            let clipped = clip_long && clip(max_len, &mut a.prompt, &mut a.output);
             let mut rec = RequestRecord::new(a.arrival, a.prompt, a.output);
+            rec.class = a.class;
+            rec.session = a.session;
+            rec.prefix = a.prefix.min(a.prompt);
+            rec.clipped = clipped;
             if let Some(reason) = reject_reason(setup, a.prompt, a.output) {
                 rec.status = Status::Rejected(reason);
                 records.push(rec);
+                if notify {
+                    requests.done(id, now, false);
+                }
                 continue;
             }
             records.push(rec);
@@ -298,12 +328,19 @@ pub fn simulate_with<C: StepCostModel>(
                 let r = e.key as usize;
                 let mut t = now;
                 // Run this replica's steps inline while nothing else can happen before they end.
-                let horizon =
-                    heap.peek().map_or(f64::INFINITY, |x| x.t).min(next_arrival.map_or(f64::INFINITY, |a| a.arrival));
+                let mut horizon =
+                    heap.peek().map_or(f64::INFINITY, |x| x.t).min(next_arrival.unwrap_or(f64::INFINITY));
                 loop {
                     let before = completed;
                     let next = replicas[r].finish_step(t, &mut sinks!());
                     in_system -= completed - before;
+                    if notify && !done.is_empty() {
+                        // Closed-loop users and sessions send their next request.
+                        for id in done.drain(..) {
+                            requests.done(id, t, true);
+                        }
+                        horizon = horizon.min(requests.peek_time().unwrap_or(f64::INFINITY));
+                    }
                     if check && let Err(msg) = replicas[r].check_invariants() {
                         panic!("replica {r} at t = {t}: {msg}");
                     }
@@ -340,9 +377,14 @@ pub fn simulate_with<C: StepCostModel>(
     for r in &mut replicas {
         r.close(now);
     }
+    let mut pooled = LogHistogram::new();
+    for h in &itl {
+        pooled.merge(h);
+    }
     SimOutput {
         records,
-        itl,
+        itl: pooled,
+        itl_by_class: itl,
         replicas: replicas.into_iter().map(|r| r.stats).collect(),
         end_time: if last_step_end.is_nan() { now } else { last_step_end },
         run_end: now,

@@ -57,8 +57,8 @@ fn check_text(text: &str, sets: &[&str]) -> servesim::Report {
     let measured = out.records.iter().filter(|r| r.status == Status::Completed && r.arrival >= s.scenario.warmup_s);
     let (count, span) =
         measured.fold((0u64, 0.0), |(c, t), r| (c + r.output as u64 - 1, t + r.last_token - r.first_token));
-    assert_eq!(summary.itl.dist.count, count, "ITL samples");
-    let itl_sum = summary.itl.dist.mean / 1e3 * count as f64;
+    assert_eq!(summary.metrics.itl.dist.count, count, "ITL samples");
+    let itl_sum = summary.metrics.itl.dist.mean / 1e3 * count as f64;
     assert!((itl_sum - span).abs() <= 1e-9 * span.max(1.0), "ITL gaps sum to {itl_sum} s, requests span {span} s");
     let l = &summary.littles_law;
     assert!(l.relative_error < 1e-9);
@@ -69,7 +69,7 @@ fn check_text(text: &str, sets: &[&str]) -> servesim::Report {
 fn chunked_prefill_with_preemption() {
     let rep = check(&[]);
     assert!(rep.summary.utilisation.preemptions > 0, "the tight cache should force preemptions");
-    assert!(rep.summary.failed > 0, "prompts longer than the cache should be rejected");
+    assert!(rep.summary.metrics.failed > 0, "prompts longer than the cache should be rejected");
     assert!(rep.output.records.iter().any(|r| r.preemptions > 0 && r.status == Status::Completed));
 }
 
@@ -77,7 +77,7 @@ fn chunked_prefill_with_preemption() {
 fn prefill_first_without_chunking() {
     let rep = check(&["engine.chunked_prefill=false"]);
     assert!(rep.summary.utilisation.preemptions > 0);
-    assert!(rep.summary.failures_by_reason.contains_key("exceeds_token_budget"));
+    assert!(rep.summary.metrics.failures_by_reason.contains_key("exceeds_token_budget"));
 }
 
 #[test]
@@ -94,13 +94,13 @@ fn several_replicas_and_routers() {
 fn ample_kv_means_no_preemption() {
     let rep = check(&["engine.num_gpu_blocks=100000", "workload.rate=5"]);
     assert_eq!(rep.summary.utilisation.preemptions, 0);
-    assert_eq!(rep.summary.failed, 0);
+    assert_eq!(rep.summary.metrics.failed, 0);
 }
 
 #[test]
 fn overlong_requests_are_rejected_with_reason() {
     let rep = check(&["engine.num_gpu_blocks=100000", "engine.max_model_len=2048"]);
-    let n = rep.summary.failures_by_reason.get("exceeds_max_model_len").copied().unwrap_or(0);
+    let n = rep.summary.metrics.failures_by_reason.get("exceeds_max_model_len").copied().unwrap_or(0);
     let expected = rep.output.records.iter().filter(|r| r.arrival >= 0.0 && r.prompt + r.output > 2048).count() as u64;
     assert_eq!(n, expected);
     assert!(n > 0);

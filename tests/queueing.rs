@@ -32,7 +32,7 @@ fn mm1_sojourn_mean_and_percentiles() {
     // μ = 100/s, λ = 60/s: sojourn ~ Exp(μ − λ = 40/s).
     let rep = run(SINGLE_SERVER, &["num_requests=400000", "cost.model=\"exponential\""]);
     let rate = 40.0;
-    let e2e = &rep.summary.e2el.dist;
+    let e2e = &rep.summary.metrics.e2el.dist;
     assert!(rel(e2e.mean / 1e3, 1.0 / rate) < 0.03, "mean sojourn {} ms", e2e.mean);
     for (i, p) in [(0, 0.5), (1, 0.9), (3, 0.99)] {
         let want = -(1.0f64 - p).ln() / rate * 1e3;
@@ -79,10 +79,10 @@ fn decode_batches_advance_one_token_per_step() {
         &["engine.max_num_seqs=64", "workload.output_tokens={dist=\"fixed\",value=50}", "workload.rate=5"],
     );
     let s = &rep.summary;
-    assert!((s.itl.dist.mean - 10.0).abs() < 1e-6, "ITL mean {}", s.itl.dist.mean);
-    assert!((s.tpot.dist.mean - 10.0).abs() < 1e-6, "TPOT mean {}", s.tpot.dist.mean);
-    assert!((s.itl.dist.max - 10.0).abs() < 0.02);
-    assert_eq!(s.itl.dist.count, s.completed * 49);
+    assert!((s.metrics.itl.dist.mean - 10.0).abs() < 1e-6, "ITL mean {}", s.metrics.itl.dist.mean);
+    assert!((s.metrics.tpot.dist.mean - 10.0).abs() < 1e-6, "TPOT mean {}", s.metrics.tpot.dist.mean);
+    assert!((s.metrics.itl.dist.max - 10.0).abs() < 0.02);
+    assert_eq!(s.metrics.itl.dist.count, s.metrics.completed * 49);
 }
 
 #[test]

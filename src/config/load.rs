@@ -63,6 +63,7 @@ pub fn load_scenario_str(text: &str, path: &Path, sets: &[String]) -> Result<Loa
             });
         }
     };
+    scenario.base_dir = path.parent().map(|p| p.to_path_buf());
     if scenario.name.is_empty() {
         scenario.name = path.file_stem().map_or("scenario".into(), |s| s.to_string_lossy().to_string());
     }
@@ -175,6 +176,7 @@ impl LoadedScenario {
             err
         })?;
         s.name = self.scenario.name.clone();
+        s.base_dir = self.scenario.base_dir.clone();
         s.validate().map_err(|(key, message, hint)| {
             ConfigError::new(format!("{what}: {message}")).file(&self.path).key(key).hint(hint)
         })?;

@@ -6,8 +6,10 @@
 
 mod load;
 mod validate;
+mod workload;
 
 pub use load::{LoadedScenario, apply_set, load_scenario, load_scenario_str, parse_value, set_value};
+pub use workload::*;
 
 use crate::catalog::{GpuSpec, LlmSpec};
 use serde::{Deserialize, Serialize};
@@ -60,6 +62,10 @@ pub struct Scenario {
     /// configuration with the same arrivals and lengths.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<toml::Table>,
+    /// Folder that relative file paths (traces, length tables) are read from:
+    /// the scenario file's folder. Not part of the file.
+    #[serde(skip)]
+    pub base_dir: Option<std::path::PathBuf>,
 }
 
 /// How grid axes combine.
@@ -311,88 +317,6 @@ impl Default for CostConfig {
             step_time_ms: None,
         }
     }
-}
-
-/// Arrival process.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum ArrivalKind {
-    /// Exponential inter-arrival gaps at `rate`.
-    #[default]
-    Poisson,
-    /// Gamma-distributed gaps at `rate` with coefficient of variation `cv`
-    /// (or vLLM's `burstiness` = shape = 1/cv²).
-    Gamma,
-    /// All requests arrive at t = 0 (offline batch).
-    Offline,
-}
-
-/// A length distribution in tokens.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "dist", rename_all = "lowercase", deny_unknown_fields)]
-pub enum LengthDist {
-    /// Always `value`.
-    Fixed {
-        /// Tokens.
-        value: u32,
-    },
-    /// Uniform integer in [`min`, `max`].
-    Uniform {
-        /// Smallest value.
-        min: u32,
-        /// Largest value.
-        max: u32,
-    },
-    /// Lognormal with the given mean and coefficient of variation, rounded to
-    /// an integer and at least 1.
-    Lognormal {
-        /// Mean tokens.
-        mean: f64,
-        /// Standard deviation / mean.
-        cv: f64,
-    },
-}
-
-impl LengthDist {
-    /// The mean length (before rounding for lognormal).
-    pub fn mean(&self) -> f64 {
-        match *self {
-            LengthDist::Fixed { value } => value as f64,
-            LengthDist::Uniform { min, max } => (min as f64 + max as f64) / 2.0,
-            LengthDist::Lognormal { mean, .. } => mean,
-        }
-    }
-
-    /// The smallest length the distribution can produce.
-    pub fn min_value(&self) -> u32 {
-        match *self {
-            LengthDist::Fixed { value } => value,
-            LengthDist::Uniform { min, .. } => min,
-            LengthDist::Lognormal { .. } => 1,
-        }
-    }
-}
-
-/// `[workload]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WorkloadConfig {
-    /// Arrival process.
-    #[serde(default)]
-    pub arrival: ArrivalKind,
-    /// Mean arrival rate, requests per second (not used by `offline`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rate: Option<f64>,
-    /// Gamma: coefficient of variation of the inter-arrival gaps.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cv: Option<f64>,
-    /// Gamma: shape parameter as in `vllm bench serve --burstiness` (cv = 1/sqrt(burstiness)).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub burstiness: Option<f64>,
-    /// Prompt length distribution.
-    pub prompt_tokens: LengthDist,
-    /// Output length distribution.
-    pub output_tokens: LengthDist,
 }
 
 /// `[slo]`: per-request objectives (vLLM `--goodput` semantics: a request is

@@ -1,15 +1,15 @@
 //! Value checks that the type system cannot express. Each failure names the
 //! key, what is wrong and what is allowed.
 
-use super::{ArrivalKind, CostModelKind, LengthDist, Scenario};
+use super::{CostModelKind, Scenario};
 
-type Check = Result<(), (String, String, String)>;
+pub(super) type Check = Result<(), (String, String, String)>;
 
-fn fail(key: &str, msg: impl Into<String>, hint: impl Into<String>) -> Check {
+pub(super) fn fail(key: &str, msg: impl Into<String>, hint: impl Into<String>) -> Check {
     Err((key.to_string(), msg.into(), hint.into()))
 }
 
-fn positive(key: &str, v: f64) -> Check {
+pub(super) fn positive(key: &str, v: f64) -> Check {
     if v.is_finite() && v > 0.0 {
         Ok(())
     } else {
@@ -17,47 +17,11 @@ fn positive(key: &str, v: f64) -> Check {
     }
 }
 
-fn non_negative(key: &str, v: f64) -> Check {
+pub(super) fn non_negative(key: &str, v: f64) -> Check {
     if v.is_finite() && v >= 0.0 {
         Ok(())
     } else {
         fail(key, format!("must be 0 or positive, got {v}"), "use a value >= 0")
-    }
-}
-
-fn length(key: &str, d: &LengthDist) -> Check {
-    match *d {
-        LengthDist::Fixed { value } => {
-            if value == 0 && key.ends_with("prompt_tokens") {
-                return fail(key, "a prompt needs at least 1 token", "set value >= 1");
-            }
-            if value == 0 {
-                return fail(key, "output length 0 is not supported yet", "set value >= 1");
-            }
-            Ok(())
-        }
-        LengthDist::Uniform { min, max } => {
-            if min == 0 {
-                return fail(key, "min must be at least 1 token", "set min >= 1");
-            }
-            if min > max {
-                return fail(key, format!("min ({min}) is larger than max ({max})"), "set min <= max");
-            }
-            Ok(())
-        }
-        LengthDist::Lognormal { mean, cv } => {
-            if !(mean.is_finite() && mean >= 1.0) {
-                return fail(key, format!("mean must be at least 1 token, got {mean}"), "set mean >= 1");
-            }
-            if !(cv.is_finite() && cv > 0.0) {
-                return fail(
-                    key,
-                    format!("cv must be positive, got {cv}"),
-                    "set cv > 0 (use dist = \"fixed\" for no spread)",
-                );
-            }
-            Ok(())
-        }
     }
 }
 
@@ -68,7 +32,7 @@ impl Scenario {
             (Some(_), Some(_)) => {
                 return fail("duration_s", "both num_requests and duration_s are set", "keep one of them");
             }
-            (None, None) => {
+            (None, None) if self.workload.trace.as_ref().is_none_or(|t| t.repeat) => {
                 return fail(
                     "num_requests",
                     "the run length is not set",
@@ -164,80 +128,7 @@ impl Scenario {
             (_, Some(t)) => positive("cost.step_time_ms", t)?,
             _ => {}
         }
-        let w = &self.workload;
-        match w.arrival {
-            ArrivalKind::Offline => {
-                if w.rate.is_some() {
-                    return fail(
-                        "workload.rate",
-                        "is not used by arrival = \"offline\" (all requests arrive at t = 0)",
-                        "remove rate, or pick arrival = \"poisson\"",
-                    );
-                }
-                if self.warmup_s > 0.0 {
-                    return fail(
-                        "warmup_s",
-                        "every request of an offline run arrives at t = 0, so a warm-up would exclude all of them",
-                        "remove warmup_s (or set it to 0) for arrival = \"offline\"",
-                    );
-                }
-                if self.duration_s.is_some() {
-                    return fail(
-                        "duration_s",
-                        "offline arrivals need a request count",
-                        "use num_requests with arrival = \"offline\"",
-                    );
-                }
-            }
-            _ => match w.rate {
-                None => {
-                    return fail(
-                        "workload.rate",
-                        "is required by this arrival process",
-                        "set rate = <requests per second>",
-                    );
-                }
-                Some(r) => positive("workload.rate", r)?,
-            },
-        }
-        match w.arrival {
-            ArrivalKind::Gamma => match (w.cv, w.burstiness) {
-                (Some(_), Some(_)) => {
-                    return fail(
-                        "workload.burstiness",
-                        "cv and burstiness are both set",
-                        "keep one: cv = 1/sqrt(burstiness)",
-                    );
-                }
-                (None, None) => {
-                    return fail(
-                        "workload.cv",
-                        "gamma arrivals need cv or burstiness",
-                        "set cv = 2.0 (burstier than Poisson) or burstiness = 0.25",
-                    );
-                }
-                (Some(v), None) => positive("workload.cv", v)?,
-                (None, Some(b)) => positive("workload.burstiness", b)?,
-            },
-            _ => {
-                if w.cv.is_some() {
-                    return fail(
-                        "workload.cv",
-                        "only applies to arrival = \"gamma\"",
-                        "remove cv, or set arrival = \"gamma\"",
-                    );
-                }
-                if w.burstiness.is_some() {
-                    return fail(
-                        "workload.burstiness",
-                        "only applies to arrival = \"gamma\"",
-                        "remove burstiness, or set arrival = \"gamma\"",
-                    );
-                }
-            }
-        }
-        length("workload.prompt_tokens", &w.prompt_tokens)?;
-        length("workload.output_tokens", &w.output_tokens)?;
+        self.workload.validate(self.num_requests, self.duration_s, self.warmup_s)?;
         if let Some(p) = &self.plan {
             if let Some(r) = p.rate {
                 positive("plan.rate", r)?;
@@ -267,30 +158,36 @@ impl Scenario {
                 }
             }
         }
-        if let Some(slo) = &self.slo {
-            if slo.ttft_ms.is_none() && slo.tpot_ms.is_none() && slo.e2e_ms.is_none() {
-                return fail("slo", "[slo] sets no objective", "set ttft_ms, tpot_ms and/or e2e_ms, or remove [slo]");
-            }
-            if let Some(p) = slo.percentile
-                && !crate::metrics::stats::PERCENTILES.contains(&p)
-            {
-                return fail(
-                    "slo.percentile",
-                    format!("must be one of the reported percentiles, got {p}"),
-                    "use 50, 90, 95, 99, 99.9 or 99.99",
-                );
-            }
-            if let Some(a) = slo.min_attainment
-                && !(a > 0.0 && a <= 1.0)
-            {
-                return fail("slo.min_attainment", format!("must be a fraction in (0, 1], got {a}"), "use e.g. 0.99");
-            }
-            for (k, v) in [("slo.ttft_ms", slo.ttft_ms), ("slo.tpot_ms", slo.tpot_ms), ("slo.e2e_ms", slo.e2e_ms)] {
-                if let Some(v) = v {
-                    positive(k, v)?;
-                }
-            }
+        if let Some(x) = &self.slo {
+            slo("slo", x)?;
         }
         Ok(())
     }
+}
+
+/// Checks an `[slo]` table (or a class's `slo`) whose key is `key`.
+pub(super) fn slo(key: &str, slo: &super::SloConfig) -> Check {
+    if slo.ttft_ms.is_none() && slo.tpot_ms.is_none() && slo.e2e_ms.is_none() {
+        return fail(key, format!("{key} sets no objective"), format!("set ttft_ms, tpot_ms and/or e2e_ms, or remove {key}"));
+    }
+    if let Some(p) = slo.percentile
+        && !crate::metrics::stats::PERCENTILES.contains(&p)
+    {
+        return fail(
+            &format!("{key}.percentile"),
+            format!("must be one of the reported percentiles, got {p}"),
+            "use 50, 90, 95, 99, 99.9 or 99.99",
+        );
+    }
+    if let Some(a) = slo.min_attainment
+        && !(a > 0.0 && a <= 1.0)
+    {
+        return fail(&format!("{key}.min_attainment"), format!("must be a fraction in (0, 1], got {a}"), "use e.g. 0.99");
+    }
+    for (k, v) in [("ttft_ms", slo.ttft_ms), ("tpot_ms", slo.tpot_ms), ("e2e_ms", slo.e2e_ms)] {
+        if let Some(v) = v {
+            positive(&format!("{key}.{k}"), v)?;
+        }
+    }
+    Ok(())
 }

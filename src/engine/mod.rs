@@ -78,6 +78,7 @@ struct Seq {
     next: u32,
     phase: Phase,
     measured: bool,
+    class: u16,
     last_token: f64,
 }
 
@@ -130,7 +131,10 @@ pub struct Replica<C> {
     /// `d mod block_size`, kept incrementally (a division per step is costly).
     d_mod: u32,
     n_dec: u32,
-    n_dec_measured: u32,
+    /// Measured decoding sequences per class.
+    n_dec_class: Vec<u32>,
+    /// Scratch: ITL sample counts per class for the step being finished.
+    itl_counts: Vec<u32>,
     dec_ctx: u64,
     phase_count: Vec<u32>,
     finish: BinaryHeap<Reverse<(u64, u32, u32)>>,
@@ -179,8 +183,8 @@ pub struct Span {
 pub struct Sinks<'a> {
     /// Every request's record, indexed by request id.
     pub records: &'a mut [RequestRecord],
-    /// Pooled inter-token latencies of measured requests.
-    pub itl: &'a mut LogHistogram,
+    /// Pooled inter-token latencies of measured requests, per class.
+    pub itl: &'a mut [LogHistogram],
     /// Requests arriving at or after this time are measured.
     pub warmup: f64,
     /// Requests completed so far (whole run).
@@ -189,6 +193,10 @@ pub struct Sinks<'a> {
     pub trace: &'a mut Vec<Span>,
     /// Requests traced for the timeline.
     pub trace_limit: u32,
+    /// Whether completions are reported in `done`.
+    pub notify: bool,
+    /// Requests completed since the caller last drained it (with `notify`).
+    pub done: &'a mut Vec<u32>,
 }
 
 impl<C: StepCostModel> Replica<C> {
@@ -209,7 +217,8 @@ impl<C: StepCostModel> Replica<C> {
             d: 0,
             d_mod: 0,
             n_dec: 0,
-            n_dec_measured: 0,
+            n_dec_class: Vec::new(),
+            itl_counts: Vec::new(),
             dec_ctx: 0,
             phase_count: vec![0; p.block_size as usize],
             finish: BinaryHeap::new(),
@@ -352,7 +361,7 @@ impl<C: StepCostModel> Replica<C> {
         self.phase_count[ph] -= 1;
         self.n_dec -= 1;
         if s.measured {
-            self.n_dec_measured -= 1;
+            self.n_dec_class[s.class as usize] -= 1;
         }
         self.dec_ctx -= kv;
         if let Some(pos) = self.joiners.iter().position(|&j| j == i) {
@@ -441,6 +450,9 @@ impl<C: StepCostModel> Replica<C> {
         if r.first_scheduled.is_nan() {
             r.first_scheduled = now;
         }
+        if r.class as usize >= self.n_dec_class.len() {
+            self.n_dec_class.resize(r.class as usize + 1, 0);
+        }
         let seq = Seq {
             req,
             output: r.output,
@@ -455,6 +467,7 @@ impl<C: StepCostModel> Replica<C> {
             next: NIL,
             phase: Phase::Prefill,
             measured: r.arrival >= sinks.warmup,
+            class: r.class,
             last_token: if r.last_token.is_nan() { r.first_token } else { r.last_token },
         };
         let i = self.alloc_slot(seq);
@@ -474,7 +487,7 @@ impl<C: StepCostModel> Replica<C> {
         b.prefill_seqs += 1;
         b.prefill_attn_pairs += cf * p + cf * (cf + 1.0) / 2.0;
         b.prefill_ctx_tokens += p;
-        if s.computed + c == s.target {
+        if s.computed + c == s.target && s.output > 0 {
             b.logits += 1;
         }
         self.chunks.push((i, c));
@@ -619,7 +632,12 @@ impl<C: StepCostModel> Replica<C> {
             // Finish the step in flight (pure decode, no completion).
             *area += in_system as f64 * (end - self.step_start);
             self.account_step(end);
-            sinks.itl.add(end - self.last_decode_end, self.n_dec_measured as u64);
+            let gap = end - self.last_decode_end;
+            for (h, &n) in sinks.itl.iter_mut().zip(&self.n_dec_class) {
+                if n > 0 {
+                    h.add(gap, n as u64);
+                }
+            }
             self.last_decode_end = end;
             self.advance_d();
             self.dec_ctx += self.n_dec as u64;
@@ -644,12 +662,20 @@ impl<C: StepCostModel> Replica<C> {
     pub fn finish_step(&mut self, t_end: f64, sinks: &mut Sinks) -> Option<f64> {
         self.account_step(t_end);
         if self.step_decodes {
-            let joiners_measured = self.joiners.iter().filter(|&&j| self.slots[j as usize].measured).count() as u32;
-            sinks.itl.add(t_end - self.last_decode_end, (self.n_dec_measured - joiners_measured) as u64);
+            // Sequences that joined the decode group at the previous step's
+            // end measure their gap from their own last token.
+            self.itl_counts.clone_from(&self.n_dec_class);
             for &j in &self.joiners {
                 let s = &self.slots[j as usize];
                 if s.measured {
-                    sinks.itl.add(t_end - s.last_token, 1);
+                    self.itl_counts[s.class as usize] -= 1;
+                    sinks.itl[s.class as usize].add(t_end - s.last_token, 1);
+                }
+            }
+            let gap = t_end - self.last_decode_end;
+            for (h, &n) in sinks.itl.iter_mut().zip(&self.itl_counts) {
+                if n > 0 {
+                    h.add(gap, n as u64);
                 }
             }
             self.joiners.clear();
@@ -678,7 +704,11 @@ impl<C: StepCostModel> Replica<C> {
             if s.computed < s.target {
                 continue;
             }
-            s.generated += 1;
+            // The prefill's last chunk yields the first token (a prefill-only
+            // request yields its result and no token).
+            if s.output > 0 {
+                s.generated += 1;
+            }
             let s = *s;
             if let Some(pos) = self.prefilling.iter().position(|&j| j == i) {
                 self.prefilling.remove(pos);
@@ -686,9 +716,9 @@ impl<C: StepCostModel> Replica<C> {
             let r = &mut sinks.records[s.req as usize];
             if r.first_token.is_nan() {
                 r.first_token = t_end;
-            } else if s.measured {
+            } else if s.measured && s.output > 0 {
                 // Token after a recompute: its gap includes the time spent preempted.
-                sinks.itl.add(t_end - s.last_token, 1);
+                sinks.itl[s.class as usize].add(t_end - s.last_token, 1);
             }
             if s.generated >= s.output {
                 self.complete(t_end, i, s.blocks as u64, s.generated, sinks);
@@ -698,7 +728,7 @@ impl<C: StepCostModel> Replica<C> {
             self.phase_count[ph] += 1;
             self.n_dec += 1;
             if s.measured {
-                self.n_dec_measured += 1;
+                self.n_dec_class[s.class as usize] += 1;
             }
             self.dec_ctx += s.target as u64;
             let finish_at = self.d + (s.output - s.generated) as u64 - 1;
@@ -726,6 +756,9 @@ impl<C: StepCostModel> Replica<C> {
         r.last_token = t;
         r.status = Status::Completed;
         *sinks.completed += 1;
+        if sinks.notify {
+            sinks.done.push(req);
+        }
     }
 
     /// Adds the step just finished to the window integrals.

@@ -9,6 +9,6 @@ mod summary;
 pub use hist::LogHistogram;
 pub use record::{RejectReason, RequestRecord, Status};
 pub use summary::{
-    CostSummary, KvSummary, LatencyMetric, LittlesLaw, SloSummary, Summary, Utilisation, littles_law, slo_checks,
-    summarize,
+    ClassMap, ClassSummary, CostSummary, KvSummary, LatencyMetric, LittlesLaw, RequestMetrics, SloSummary, Summary,
+    Utilisation, WorkloadSummary, littles_law, slo_checks, slo_met, summarize,
 };

@@ -68,6 +68,14 @@ pub struct RequestRecord {
     pub preemptions: u32,
     /// Replica it was routed to (u32::MAX: none).
     pub replica: u32,
+    /// Session it belongs to (u32::MAX: none).
+    pub session: u32,
+    /// Leading prompt tokens shared with an earlier request.
+    pub prefix: u32,
+    /// Class index.
+    pub class: u16,
+    /// Its prompt (or output) was shortened to fit the context window.
+    pub clipped: bool,
     /// Terminal state.
     pub status: Status,
 }
@@ -86,11 +94,16 @@ impl RequestRecord {
             generated: 0,
             preemptions: 0,
             replica: u32::MAX,
+            session: u32::MAX,
+            prefix: 0,
+            class: 0,
+            clipped: false,
             status: Status::InFlight,
         }
     }
 
-    /// Time to first token, seconds.
+    /// Time to first token, seconds; for a prefill-only request (output 0),
+    /// the time to its result.
     pub fn ttft(&self) -> f64 {
         self.first_token - self.arrival
     }
@@ -110,8 +123,8 @@ impl RequestRecord {
     pub fn preprocess(&self) -> f64 {
         self.admitted - self.arrival
     }
-    /// E2E divided by output tokens, seconds per token.
+    /// E2E divided by output tokens, seconds per token (NaN for prefill-only requests).
     pub fn normalized_latency(&self) -> f64 {
-        self.e2e() / self.output as f64
+        if self.output > 0 { self.e2e() / self.output as f64 } else { f64::NAN }
     }
 }

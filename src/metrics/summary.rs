@@ -9,7 +9,8 @@ use super::stability::{Stability, assess};
 use super::stats::{Distribution, PERCENTILES};
 use super::{RequestRecord, Status, hist};
 use crate::Setup;
-use crate::config::{ArrivalKind, SloConfig};
+use crate::config::SloConfig;
+use crate::workload::WorkloadPlan;
 use crate::sim::SimOutput;
 use rayon::prelude::*;
 use serde::ser::{Serialize, SerializeMap, Serializer};
@@ -145,6 +146,100 @@ pub struct LittlesLaw {
     pub relative_error: f64,
 }
 
+/// Request-level metrics of a set of measured requests (the whole run, or one class).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RequestMetrics {
+    /// Requests arriving after the warm-up (the ones measured).
+    pub measured_requests: u64,
+    /// Measured requests completed.
+    pub completed: u64,
+    /// Measured requests that failed (rejected, or unfinished at the end).
+    pub failed: u64,
+    /// Failed measured requests by reason.
+    pub failures_by_reason: BTreeMap<String, u64>,
+    /// Measured requests shortened to fit the context window (`on_too_long = "clip"`).
+    pub clipped_requests: u64,
+    /// Prompt tokens of measured completed requests.
+    pub total_input_tokens: u64,
+    /// Output tokens of measured completed requests.
+    pub total_output_tokens: u64,
+    /// Completed requests per second (for prefill-only requests: items per second).
+    pub request_throughput: f64,
+    /// Requests meeting every SLO per second (null without SLOs).
+    pub request_goodput: Option<f64>,
+    /// Prompt tokens per second.
+    pub input_throughput: f64,
+    /// Output tokens per second.
+    pub output_throughput: f64,
+    /// Prompt + output tokens per second.
+    pub total_token_throughput: f64,
+    /// Time to first token (for a prefill-only request: time to its result).
+    #[serde(flatten)]
+    pub ttft: LatencyMetric,
+    /// Time per output token after the first: (E2E − TTFT)/(output − 1), per request.
+    #[serde(flatten)]
+    pub tpot: LatencyMetric,
+    /// Inter-token latency: gaps between successive tokens, pooled over requests.
+    #[serde(flatten)]
+    pub itl: LatencyMetric,
+    /// End-to-end latency.
+    #[serde(flatten)]
+    pub e2el: LatencyMetric,
+    /// Queueing delay: admission to first scheduled step.
+    #[serde(flatten)]
+    pub queue: LatencyMetric,
+    /// Preprocessing delay: arrival to admission.
+    #[serde(flatten)]
+    pub preprocess: LatencyMetric,
+    /// Normalised latency: E2E / output tokens (ms per token; prefill-only requests excluded).
+    #[serde(flatten)]
+    pub norm_e2el: LatencyMetric,
+    /// SLO attainment (null without objectives).
+    pub slo: Option<SloSummary>,
+}
+
+/// One request class's metrics.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ClassSummary {
+    /// Scheduling priority.
+    pub priority: i32,
+    /// Every request of the class has output length 0 (embeddings, scoring).
+    pub prefill_only: bool,
+    /// Long-run mean offered arrival rate of the class, per second (null when not defined).
+    pub offered_rate: Option<f64>,
+    /// Share of the measured requests that belong to this class.
+    pub share: f64,
+    /// Prefill-only classes: completed items per second (null otherwise).
+    pub items_per_second: Option<f64>,
+    /// Prefill-only classes: time to result, arrival to the end of the prefill (absent otherwise).
+    #[serde(flatten)]
+    pub time_to_result: Option<LatencyMetric>,
+    /// The class's request metrics.
+    #[serde(flatten)]
+    pub metrics: RequestMetrics,
+}
+
+/// What was offered: the arrival process and the files read.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct WorkloadSummary {
+    /// The arrival process, in words.
+    pub process: String,
+    /// Long-run mean offered arrival rate, per second (null for closed-loop and offline).
+    pub offered_rate: Option<f64>,
+    /// Arrival rate over the run: requests / time of the last arrival (null with fewer than 2).
+    pub observed_arrival_rate: Option<f64>,
+    /// Closed-loop users (null for open loop).
+    pub users: Option<u32>,
+    /// Trace file replayed (null: synthetic).
+    pub trace: Option<String>,
+    /// Rows of trace and length files skipped as bad (`on_bad_row = "skip"`).
+    pub skipped_rows: u64,
+    /// The first skipped row's problem (file, line, field).
+    pub first_skipped_row: Option<String>,
+    /// Distinct sessions seen.
+    pub sessions: u64,
+}
+
 /// The result of one run.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Summary {
@@ -166,61 +261,23 @@ pub struct Summary {
     pub replicas: u32,
     /// Requests generated (whole run, warm-up included).
     pub num_requests: u64,
-    /// Requests arriving after the warm-up (the ones measured).
-    pub measured_requests: u64,
-    /// Measured requests completed.
-    pub completed: u64,
-    /// Measured requests that failed (rejected).
-    pub failed: u64,
-    /// Failed measured requests by reason.
-    pub failures_by_reason: BTreeMap<String, u64>,
-    /// Prompt tokens of measured completed requests.
-    pub total_input_tokens: u64,
-    /// Output tokens of measured completed requests.
-    pub total_output_tokens: u64,
     /// Warm-up excluded from the metrics, s.
     pub warmup_s: f64,
     /// Measurement window: from the warm-up's end to the last completion, s.
     pub duration: f64,
     /// Simulated time of the whole run, s.
     pub simulated_time_s: f64,
-    /// Completed requests per second.
-    pub request_throughput: f64,
-    /// Requests meeting every SLO per second (null without SLOs).
-    pub request_goodput: Option<f64>,
-    /// Prompt tokens per second.
-    pub input_throughput: f64,
-    /// Output tokens per second.
-    pub output_throughput: f64,
-    /// Prompt + output tokens per second.
-    pub total_token_throughput: f64,
     /// Output tokens per second per GPU.
     pub output_throughput_per_gpu: f64,
-    /// Time to first token.
+    /// Metrics over every measured request.
     #[serde(flatten)]
-    pub ttft: LatencyMetric,
-    /// Time per output token after the first: (E2E − TTFT)/(output − 1), per request.
-    #[serde(flatten)]
-    pub tpot: LatencyMetric,
-    /// Inter-token latency: gaps between successive tokens, pooled over requests.
-    #[serde(flatten)]
-    pub itl: LatencyMetric,
-    /// End-to-end latency.
-    #[serde(flatten)]
-    pub e2el: LatencyMetric,
-    /// Queueing delay: admission to first scheduled step.
-    #[serde(flatten)]
-    pub queue: LatencyMetric,
-    /// Preprocessing delay: arrival to admission.
-    #[serde(flatten)]
-    pub preprocess: LatencyMetric,
-    /// Normalised latency: E2E / output tokens (ms per token).
-    #[serde(flatten)]
-    pub norm_e2el: LatencyMetric,
+    pub metrics: RequestMetrics,
     /// Upper bound of the relative error of ITL percentiles (pooled in a log histogram).
     pub itl_percentile_relative_error: f64,
-    /// SLO attainment (null without `[slo]`).
-    pub slo: Option<SloSummary>,
+    /// The same metrics per request class, in declaration order (null when no classes are declared).
+    pub classes: Option<ClassMap>,
+    /// The offered workload.
+    pub workload: WorkloadSummary,
     /// Utilisation.
     pub utilisation: Utilisation,
     /// KV cache.
@@ -235,6 +292,27 @@ pub struct Summary {
     pub littles_law: LittlesLaw,
 }
 
+/// Class name → metrics, serialised as a JSON object in declaration order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassMap(pub Vec<(String, ClassSummary)>);
+
+impl Serialize for ClassMap {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+impl ClassMap {
+    /// The class called `name`.
+    pub fn get(&self, name: &str) -> Option<&ClassSummary> {
+        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v)
+    }
+}
+
 fn metric(name: &'static str, mut v: Vec<f64>) -> LatencyMetric {
     for x in &mut v {
         *x *= 1e3;
@@ -242,71 +320,209 @@ fn metric(name: &'static str, mut v: Vec<f64>) -> LatencyMetric {
     LatencyMetric { name, dist: Distribution::of(&mut v) }
 }
 
-/// Builds the summary of a finished simulation.
-pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
-    let s = &setup.scenario;
-    let warmup = s.warmup_s;
-    let slo = s.slo.as_ref();
-    let n_measured = out.records.iter().filter(|r| r.arrival >= warmup).count();
-    let mut cols: [Vec<f64>; 6] = std::array::from_fn(|_| Vec::with_capacity(n_measured));
-    let mut failures: BTreeMap<String, u64> = BTreeMap::new();
-    let (mut completed, mut in_tok, mut out_tok, mut good) = (0u64, 0u64, 0u64, 0u64);
-    let (mut ok_ttft, mut ok_tpot, mut ok_e2e) = (0u64, 0u64, 0u64);
-    let mut stab = Vec::with_capacity(n_measured);
-    let mut service = Vec::with_capacity(n_measured);
-    for r in out.records.iter().filter(|r| r.arrival >= warmup) {
+/// Per-request observations of one group of measured requests.
+#[derive(Default)]
+struct Columns {
+    /// ttft, tpot, e2el, queue, preprocess, norm_e2el (seconds).
+    cols: [Vec<f64>; 6],
+    failures: BTreeMap<String, u64>,
+    measured: u64,
+    completed: u64,
+    clipped: u64,
+    in_tok: u64,
+    out_tok: u64,
+    good: u64,
+    /// Requests meeting [TTFT, TPOT, E2E], and requests subject to each objective.
+    ok: [u64; 3],
+    subject: [u64; 3],
+    with_slo: u64,
+}
+
+impl Columns {
+    fn add(&mut self, r: &RequestRecord, slo: Option<&SloConfig>) {
+        self.measured += 1;
+        self.clipped += r.clipped as u64;
+        if let Some(x) = slo {
+            self.with_slo += 1;
+            for (k, o) in [x.ttft_ms, x.tpot_ms, x.e2e_ms].iter().enumerate() {
+                self.subject[k] += o.is_some() as u64;
+            }
+        }
         match r.status {
-            Status::Rejected(why) => *failures.entry(why.as_str().to_string()).or_default() += 1,
-            Status::InFlight => *failures.entry("unfinished".to_string()).or_default() += 1,
+            Status::Rejected(why) => *self.failures.entry(why.as_str().to_string()).or_default() += 1,
+            Status::InFlight => *self.failures.entry("unfinished".to_string()).or_default() += 1,
             Status::Completed => {
-                completed += 1;
-                in_tok += r.prompt as u64;
-                out_tok += r.output as u64;
-                let (ttft, e2e, tpot) = (r.ttft(), r.e2e(), r.tpot());
-                cols[0].push(ttft);
+                self.completed += 1;
+                self.in_tok += r.prompt as u64;
+                self.out_tok += r.output as u64;
+                let tpot = r.tpot();
+                self.cols[0].push(r.ttft());
                 if !tpot.is_nan() {
-                    cols[1].push(tpot);
+                    self.cols[1].push(tpot);
                 }
-                cols[2].push(e2e);
-                cols[3].push(r.queue_delay());
-                cols[4].push(r.preprocess());
-                cols[5].push(r.normalized_latency());
-                stab.push((r.arrival, r.queue_delay(), r.last_token));
-                service.push(e2e - (r.first_scheduled - r.arrival));
+                self.cols[2].push(r.e2e());
+                self.cols[3].push(r.queue_delay());
+                self.cols[4].push(r.preprocess());
+                if r.output > 0 {
+                    self.cols[5].push(r.normalized_latency());
+                }
                 if let Some(slo) = slo {
-                    let [a, b, c] = slo_checks(slo, r);
-                    ok_ttft += a as u64;
-                    ok_tpot += b as u64;
-                    ok_e2e += c as u64;
-                    good += (a && b && c) as u64;
+                    let checks = slo_checks(slo, r);
+                    for (k, c) in checks.iter().enumerate() {
+                        self.ok[k] += *c as u64;
+                    }
+                    self.good += checks.iter().all(|&c| c) as u64;
                 }
             }
         }
     }
-    let failed = failures.values().sum();
-    let [ttft, tpot, e2el, queue, pre, norm] = cols;
-    let mut metrics: Vec<(&'static str, Vec<f64>)> = vec![
-        ("ttft", ttft),
-        ("tpot", tpot),
-        ("e2el", e2el),
-        ("queue", queue),
-        ("preprocess", pre),
-        ("norm_e2el", norm),
-    ];
-    let mut done: Vec<LatencyMetric> = metrics.par_drain(..).map(|(n, v)| metric(n, v)).collect();
-    let norm_m = done.pop().unwrap();
-    let pre_m = done.pop().unwrap();
-    let queue_m = done.pop().unwrap();
-    let e2el_m = done.pop().unwrap();
-    let tpot_m = done.pop().unwrap();
-    let ttft_m = done.pop().unwrap();
-    let mut itl = Distribution::of_histogram(&out.itl);
-    for x in itl.percentiles.iter_mut().chain([&mut itl.mean, &mut itl.std, &mut itl.min, &mut itl.max]) {
-        *x *= 1e3;
+
+    fn append(&mut self, o: &Columns) {
+        for (a, b) in self.cols.iter_mut().zip(&o.cols) {
+            a.extend_from_slice(b);
+        }
+        for (k, v) in &o.failures {
+            *self.failures.entry(k.clone()).or_default() += v;
+        }
+        self.measured += o.measured;
+        self.completed += o.completed;
+        self.clipped += o.clipped;
+        self.in_tok += o.in_tok;
+        self.out_tok += o.out_tok;
+        self.good += o.good;
+        self.with_slo += o.with_slo;
+        for k in 0..3 {
+            self.ok[k] += o.ok[k];
+            self.subject[k] += o.subject[k];
+        }
     }
 
+    /// The metrics; `slo` gives the objectives shown (null when they differ by class).
+    fn finish(self, itl: &hist::LogHistogram, duration: f64, slo: Option<&SloConfig>) -> RequestMetrics {
+        let Columns { cols, failures, measured, completed, clipped, in_tok, out_tok, good, ok, subject, with_slo } =
+            self;
+        let [ttft, tpot, e2el, queue, pre, norm] = cols;
+        let mut metrics: Vec<(&'static str, Vec<f64>)> = vec![
+            ("ttft", ttft),
+            ("tpot", tpot),
+            ("e2el", e2el),
+            ("queue", queue),
+            ("preprocess", pre),
+            ("norm_e2el", norm),
+        ];
+        let mut done: Vec<LatencyMetric> = metrics.par_drain(..).map(|(n, v)| metric(n, v)).collect();
+        let norm_m = done.pop().expect("6 metrics");
+        let pre_m = done.pop().expect("6 metrics");
+        let queue_m = done.pop().expect("6 metrics");
+        let e2el_m = done.pop().expect("6 metrics");
+        let tpot_m = done.pop().expect("6 metrics");
+        let ttft_m = done.pop().expect("6 metrics");
+        let mut itl_d = Distribution::of_histogram(itl);
+        for x in itl_d.percentiles.iter_mut().chain([&mut itl_d.mean, &mut itl_d.std, &mut itl_d.min, &mut itl_d.max]) {
+            *x *= 1e3;
+        }
+        let slo_summary = (with_slo > 0).then(|| {
+            let frac = |n: u64, of: u64| if of > 0 { Some(n as f64 / of as f64) } else { None };
+            SloSummary {
+                ttft_ms: slo.and_then(|x| x.ttft_ms),
+                tpot_ms: slo.and_then(|x| x.tpot_ms),
+                e2e_ms: slo.and_then(|x| x.e2e_ms),
+                good_requests: good,
+                attainment: good as f64 / measured.max(1) as f64,
+                ttft_attainment: frac(ok[0], subject[0]),
+                tpot_attainment: frac(ok[1], subject[1]),
+                e2e_attainment: frac(ok[2], subject[2]),
+            }
+        });
+        RequestMetrics {
+            measured_requests: measured,
+            completed,
+            failed: failures.values().sum(),
+            failures_by_reason: failures,
+            clipped_requests: clipped,
+            total_input_tokens: in_tok,
+            total_output_tokens: out_tok,
+            request_throughput: completed as f64 / duration,
+            request_goodput: slo_summary.as_ref().map(|x| x.good_requests as f64 / duration),
+            input_throughput: in_tok as f64 / duration,
+            output_throughput: out_tok as f64 / duration,
+            total_token_throughput: (in_tok + out_tok) as f64 / duration,
+            ttft: ttft_m,
+            tpot: tpot_m,
+            itl: LatencyMetric { name: "itl", dist: itl_d },
+            e2el: e2el_m,
+            queue: queue_m,
+            preprocess: pre_m,
+            norm_e2el: norm_m,
+            slo: slo_summary,
+        }
+    }
+}
+
+/// Whether a completed request met every objective of its class (None: its class has none).
+pub fn slo_met(plan: &WorkloadPlan, r: &RequestRecord) -> Option<bool> {
+    let slo = plan.classes.get(r.class as usize)?.slo.as_ref()?;
+    (r.status == Status::Completed).then(|| slo_checks(slo, r).iter().all(|&x| x))
+}
+
+/// Builds the summary of a finished simulation.
+pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
+    let s = &setup.scenario;
+    let plan = &setup.workload;
+    let warmup = s.warmup_s;
     let start = warmup.max(0.0);
     let duration = (out.end_time - start).max(f64::MIN_POSITIVE);
+    let n_classes = plan.classes.len();
+    let mut groups: Vec<Columns> = (0..n_classes).map(|_| Columns::default()).collect();
+    let mut stab = Vec::new();
+    let mut service = Vec::new();
+    let mut measured_arrivals = Vec::new();
+    let mut sessions = std::collections::HashSet::new();
+    for r in out.records.iter().filter(|r| r.arrival >= warmup) {
+        let c = r.class as usize;
+        groups[c].add(r, plan.classes[c].slo.as_ref());
+        measured_arrivals.push(r.arrival);
+        if r.session != u32::MAX {
+            sessions.insert(r.session);
+        }
+        if r.status == Status::Completed {
+            stab.push((r.arrival, r.queue_delay(), r.last_token));
+            service.push(r.e2e() - (r.first_scheduled - r.arrival));
+        }
+    }
+    let n_measured: u64 = groups.iter().map(|g| g.measured).sum();
+    let classes = plan.declared_classes.then(|| {
+        ClassMap(
+            groups
+                .iter()
+                .enumerate()
+                .map(|(i, g)| {
+                    let c = &plan.classes[i];
+                    let mut own = Columns::default();
+                    own.append(g);
+                    let m = own.finish(&out.itl_by_class[i], duration, c.slo.as_ref());
+                    let prefill_only = c.prefill_only;
+                    let summary = ClassSummary {
+                        priority: c.priority,
+                        prefill_only,
+                        offered_rate: c.mean_rate,
+                        share: g.measured as f64 / n_measured.max(1) as f64,
+                        items_per_second: prefill_only.then_some(m.request_throughput),
+                        time_to_result: prefill_only.then(|| LatencyMetric { name: "ttr", dist: m.e2el.dist.clone() }),
+                        metrics: m,
+                    };
+                    (c.name.clone(), summary)
+                })
+                .collect(),
+        )
+    });
+    let mut all = groups.pop().unwrap_or_default();
+    for g in groups.iter().rev() {
+        all.append(g);
+    }
+    let metrics = all.finish(&out.itl, duration, s.slo.as_ref());
+    let out_tok = metrics.total_output_tokens;
+    let completed = metrics.completed;
     let n_rep = s.hardware.replicas as f64;
     let num_gpus = s.hardware.replicas * s.hardware.tp;
     let stats = &out.replicas;
@@ -336,19 +552,6 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
     };
     let gpu_hours = num_gpus as f64 * duration / 3600.0;
     let total_usd = gpu_hours * setup.price_per_gpu_hour;
-    let slo_summary = slo.map(|x| {
-        let m = n_measured.max(1) as f64;
-        SloSummary {
-            ttft_ms: x.ttft_ms,
-            tpot_ms: x.tpot_ms,
-            e2e_ms: x.e2e_ms,
-            good_requests: good,
-            attainment: good as f64 / m,
-            ttft_attainment: x.ttft_ms.map(|_| ok_ttft as f64 / m),
-            tpot_attainment: x.tpot_ms.map(|_| ok_tpot as f64 / m),
-            e2e_attainment: x.e2e_ms.map(|_| ok_e2e as f64 / m),
-        }
-    });
     let cost = CostSummary {
         price_per_gpu_hour: setup.price_per_gpu_hour,
         num_gpus,
@@ -356,20 +559,32 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
         total_usd,
         usd_per_million_output_tokens: total_usd / out_tok as f64 * 1e6,
         usd_per_completed_request: total_usd / completed as f64,
-        usd_per_slo_met_request: slo_summary
+        usd_per_slo_met_request: metrics
+            .slo
             .as_ref()
             .filter(|x| x.good_requests > 0)
             .map(|x| total_usd / x.good_requests as f64),
     };
     let med_service = if service.is_empty() { f64::NAN } else { super::stats::percentiles(&mut service, &[50.0])[0] };
-    let measured_arrivals: Vec<f64> = out.records.iter().filter(|r| r.arrival >= warmup).map(|r| r.arrival).collect();
-    let stability = assess(&stab, &measured_arrivals, med_service, s.workload.arrival == ArrivalKind::Offline);
+    let stability = assess(&stab, &measured_arrivals, med_service, plan.offline);
     let stable = match stability.verdict.as_str() {
         "stable" => Some(true),
         "overloaded" => Some(false),
         _ => None,
     };
     let littles_law = littles_law(&out.records, out.run_end, out.in_system_area);
+    let last_arrival = out.records.last().map_or(0.0, |r| r.arrival);
+    let workload = WorkloadSummary {
+        process: plan.process.clone(),
+        offered_rate: plan.offered_rate,
+        observed_arrival_rate: (out.records.len() > 1 && last_arrival > 0.0)
+            .then(|| out.records.len() as f64 / last_arrival),
+        users: plan.closed_loop.as_ref().map(|c| c.0),
+        trace: plan.trace.as_ref().map(|t| t.file.clone()),
+        skipped_rows: plan.skipped_rows,
+        first_skipped_row: plan.first_skipped.clone(),
+        sessions: sessions.len() as u64,
+    };
     Summary {
         servesim_version: env!("CARGO_PKG_VERSION").to_string(),
         scenario: s.name.clone(),
@@ -380,30 +595,14 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
         tp: s.hardware.tp,
         replicas: s.hardware.replicas,
         num_requests: out.records.len() as u64,
-        measured_requests: n_measured as u64,
-        completed,
-        failed,
-        failures_by_reason: failures,
-        total_input_tokens: in_tok,
-        total_output_tokens: out_tok,
         warmup_s: warmup,
         duration,
         simulated_time_s: out.end_time,
-        request_throughput: completed as f64 / duration,
-        request_goodput: slo_summary.as_ref().map(|x| x.good_requests as f64 / duration),
-        input_throughput: in_tok as f64 / duration,
-        output_throughput: out_tok as f64 / duration,
-        total_token_throughput: (in_tok + out_tok) as f64 / duration,
         output_throughput_per_gpu: out_tok as f64 / duration / num_gpus as f64,
-        ttft: ttft_m,
-        tpot: tpot_m,
-        itl: LatencyMetric { name: "itl", dist: itl },
-        e2el: e2el_m,
-        queue: queue_m,
-        preprocess: pre_m,
-        norm_e2el: norm_m,
+        metrics,
         itl_percentile_relative_error: hist::RELATIVE_ERROR,
-        slo: slo_summary,
+        classes,
+        workload,
         utilisation,
         kv_cache,
         cost,

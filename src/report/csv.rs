@@ -28,6 +28,10 @@ pub const COLUMNS: &[&str] = &[
     "tpot_ms",
     "e2el_ms",
     "slo_met",
+    "class",
+    "session",
+    "prefix_tokens",
+    "clipped",
 ];
 
 /// Appends `x` rounded to `10^-decimals` in fixed point, then a comma.
@@ -48,12 +52,18 @@ fn fixed(out: &mut Vec<u8>, ib: &mut itoa::Buffer, x: f64, decimals: u32) {
     out.push(b',');
 }
 
+struct Ctx<'a> {
+    warmup: f64,
+    classes: &'a [String],
+}
+
 fn int(out: &mut Vec<u8>, ib: &mut itoa::Buffer, x: u64) {
     out.extend_from_slice(ib.format(x).as_bytes());
     out.push(b',');
 }
 
-fn row(line: &mut Vec<u8>, ib: &mut itoa::Buffer, id: usize, r: &RequestRecord, warmup: f64, slo_met: Option<bool>) {
+fn row(line: &mut Vec<u8>, ib: &mut itoa::Buffer, id: usize, r: &RequestRecord, ctx: &Ctx, slo_met: Option<bool>) {
+    let warmup = ctx.warmup;
     int(line, ib, id as u64);
     if r.replica != u32::MAX {
         int(line, ib, r.replica as u64);
@@ -85,19 +95,32 @@ fn row(line: &mut Vec<u8>, ib: &mut itoa::Buffer, id: usize, r: &RequestRecord, 
         Some(false) => line.push(b'0'),
         None => {}
     }
+    line.push(b',');
+    line.extend_from_slice(ctx.classes.get(r.class as usize).map_or("", |c| c.as_str()).as_bytes());
+    line.push(b',');
+    if r.session != u32::MAX {
+        int(line, ib, r.session as u64);
+    } else {
+        line.push(b',');
+    }
+    int(line, ib, r.prefix as u64);
+    line.push(if r.clipped { b'1' } else { b'0' });
     line.push(b'\n');
 }
 
 /// Writes the CSV, formatting blocks of rows in parallel and writing them in
 /// order (the bytes do not depend on the thread count).
-/// `slo_met(record)` says whether a completed request met its SLOs (None: no SLOs).
+/// `slo_met(record)` says whether a completed request met its SLOs (None: no
+/// SLOs); `classes` names the class indices.
 pub fn write_requests_csv(
     w: &mut dyn Write,
     records: &[RequestRecord],
     warmup: f64,
+    classes: &[String],
     slo_met: impl Fn(&RequestRecord) -> Option<bool> + Sync,
 ) -> io::Result<()> {
     const BLOCK: usize = 16_384;
+    let ctx = Ctx { warmup, classes };
     w.write_all(COLUMNS.join(",").as_bytes())?;
     w.write_all(b"\n")?;
     for group in records.chunks(BLOCK * 8).enumerate() {
@@ -109,7 +132,7 @@ pub fn write_requests_csv(
                 let mut ib = itoa::Buffer::new();
                 let mut out = Vec::with_capacity(chunk.len() * 128);
                 for (k, r) in chunk.iter().enumerate() {
-                    row(&mut out, &mut ib, g * BLOCK * 8 + b * BLOCK + k, r, warmup, slo_met(r));
+                    row(&mut out, &mut ib, g * BLOCK * 8 + b * BLOCK + k, r, &ctx, slo_met(r));
                 }
                 out
             })

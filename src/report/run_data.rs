@@ -114,6 +114,10 @@ impl RunData {
                 generated: u(7)?,
                 preemptions: u(8)?,
                 replica: if f[1].is_empty() { u32::MAX } else { u(1)? },
+                session: f.get(21).and_then(|x| x.parse().ok()).unwrap_or(u32::MAX),
+                prefix: f.get(22).and_then(|x| x.parse().ok()).unwrap_or(0),
+                class: 0,
+                clipped: f.get(23) == Some(&"1"),
                 status,
             });
         }

@@ -41,35 +41,81 @@ pub fn format_summary(s: &Summary) -> String {
         let _ = writeln!(o, "!! OVERLOADED: {}", s.stability.explanation);
     }
     row(&mut o, "Stability", &s.stability.verdict);
-    row(&mut o, "Successful requests", s.completed);
-    row(&mut o, "Failed requests", s.failed);
-    for (k, v) in &s.failures_by_reason {
+    let w = &s.workload;
+    row(
+        &mut o,
+        "Arrivals",
+        match (w.offered_rate, w.users) {
+            (_, Some(u)) => format!("{} ({u} users)", w.process),
+            (Some(r), _) => format!("{} at {} req/s", w.process, num(r, 2)),
+            _ => w.process.clone(),
+        },
+    );
+    if let Some(t) = &w.trace {
+        row(&mut o, "Trace", t);
+    }
+    if w.skipped_rows > 0 {
+        row(&mut o, "Bad rows skipped", format!("{} (first: {})", w.skipped_rows, w.first_skipped_row.as_deref().unwrap_or("")));
+    }
+    let m = &s.metrics;
+    row(&mut o, "Successful requests", m.completed);
+    row(&mut o, "Failed requests", m.failed);
+    for (k, v) in &m.failures_by_reason {
         row(&mut o, &format!("  {k}"), v);
     }
+    if m.clipped_requests > 0 {
+        row(&mut o, "Clipped to the context window", m.clipped_requests);
+    }
     row(&mut o, "Benchmark duration (s)", num(s.duration, 2));
-    row(&mut o, "Total input tokens", s.total_input_tokens);
-    row(&mut o, "Total generated tokens", s.total_output_tokens);
-    row(&mut o, "Request throughput (req/s)", num(s.request_throughput, 2));
-    if let Some(g) = s.request_goodput {
+    row(&mut o, "Total input tokens", m.total_input_tokens);
+    row(&mut o, "Total generated tokens", m.total_output_tokens);
+    row(&mut o, "Request throughput (req/s)", num(m.request_throughput, 2));
+    if let Some(g) = m.request_goodput {
         row(&mut o, "Request goodput (req/s)", num(g, 2));
     }
-    row(&mut o, "Output token throughput (tok/s)", num(s.output_throughput, 2));
-    row(&mut o, "Total token throughput (tok/s)", num(s.total_token_throughput, 2));
+    row(&mut o, "Output token throughput (tok/s)", num(m.output_throughput, 2));
+    row(&mut o, "Total token throughput (tok/s)", num(m.total_token_throughput, 2));
     row(&mut o, "Output tok/s per GPU", num(s.output_throughput_per_gpu, 2));
-    latency(&mut o, "Queueing delay", "queue", &s.queue);
-    latency(&mut o, "Time to First Token", "TTFT", &s.ttft);
-    latency(&mut o, "Time per Output Token (excl. 1st token)", "TPOT", &s.tpot);
-    latency(&mut o, "Inter-token Latency", "ITL", &s.itl);
-    latency(&mut o, "End-to-end Latency", "E2EL", &s.e2el);
-    if let Some(slo) = &s.slo {
+    latency(&mut o, "Queueing delay", "queue", &m.queue);
+    latency(&mut o, "Time to First Token", "TTFT", &m.ttft);
+    latency(&mut o, "Time per Output Token (excl. 1st token)", "TPOT", &m.tpot);
+    latency(&mut o, "Inter-token Latency", "ITL", &m.itl);
+    latency(&mut o, "End-to-end Latency", "E2EL", &m.e2el);
+    if let Some(slo) = &m.slo {
         rule(&mut o, "SLOs");
         let fmt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v} ms"));
-        row(
-            &mut o,
-            "Objectives (TTFT / TPOT / E2E)",
-            format!("{} / {} / {}", fmt(slo.ttft_ms), fmt(slo.tpot_ms), fmt(slo.e2e_ms)),
-        );
+        if s.classes.is_none() {
+            row(
+                &mut o,
+                "Objectives (TTFT / TPOT / E2E)",
+                format!("{} / {} / {}", fmt(slo.ttft_ms), fmt(slo.tpot_ms), fmt(slo.e2e_ms)),
+            );
+        }
         row(&mut o, "SLO attainment (%)", num(slo.attainment * 100.0, 2));
+    }
+    if let Some(classes) = &s.classes {
+        rule(&mut o, "Per class");
+        let _ = writeln!(
+            o,
+            "{:<14} {:>6} {:>8} {:>9} {:>9} {:>9} {:>7} {:>6}",
+            "class", "share", "req/s", "TTFT p50", "TTFT p99", "TPOT p99", "SLO %", "failed"
+        );
+        for (name, c) in &classes.0 {
+            let cm = &c.metrics;
+            let _ = writeln!(
+                o,
+                "{:<14} {:>5.1}% {:>8} {:>9} {:>9} {:>9} {:>7} {:>6}",
+                name.chars().take(14).collect::<String>(),
+                c.share * 100.0,
+                num(cm.request_throughput, 2),
+                num(cm.ttft.dist.median(), 1),
+                num(cm.ttft.dist.percentiles[3], 1),
+                if c.prefill_only { "(prefill)".to_string() } else { num(cm.tpot.dist.percentiles[3], 1) },
+                cm.slo.as_ref().map_or("-".to_string(), |x| num(x.attainment * 100.0, 1)),
+                cm.failed,
+            );
+        }
+        let _ = writeln!(o, "(latencies in ms; a prefill-only class's TTFT is its time to result)");
     }
     rule(&mut o, "Utilisation");
     let u = &s.utilisation;
@@ -155,7 +201,8 @@ pub fn format_check(setup: &Setup) -> String {
     row(&mut o, "KV capacity (tokens)", m.kv_capacity_tokens);
     row(&mut o, "max_model_len (tokens)", m.max_model_len);
     row(&mut o, "Max concurrent seqs at max_model_len", m.max_seqs_at_max_len);
-    let mean_len = s.workload.prompt_tokens.mean() + s.workload.output_tokens.mean();
+    let (mp, mo) = setup.workload.mean_lengths();
+    let mean_len = mp + mo;
     row(
         &mut o,
         &format!("Concurrent seqs at mean length ({mean_len:.0})"),
