@@ -170,7 +170,8 @@ fn check_fits(s: &Scenario, w: &workload::WorkloadPlan, max_len: u32, model: &st
         };
         let shortest = p as u64 + c.prefix_tokens as u64 + o as u64;
         if shortest > max_len as u64 {
-            let key = if sc.classes.is_empty() { "workload.output_tokens".into() } else { format!("workload.classes[{i}]") };
+            let key =
+                if sc.classes.is_empty() { "workload.output_tokens".into() } else { format!("workload.classes[{i}]") };
             return Err(ConfigError::new(format!(
                 "every request{} needs at least {shortest} tokens of context (shortest prompt + shortest output) but \
                  max_model_len is {max_len} for {model} on this setup: all of them would be rejected",

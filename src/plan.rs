@@ -111,7 +111,8 @@ fn judge_group(m: &crate::metrics::RequestMetrics, slo: &SloConfig, label: &str,
                 continue;
             }
             let value = idx.map_or(f64::NAN, |i| metric.dist.percentiles[i]);
-            let fails = (value.is_nan() || value > limit).then(|| format!("{label}p{p} {name} {value:.0} ms > {limit} ms"));
+            let fails =
+                (value.is_nan() || value > limit).then(|| format!("{label}p{p} {name} {value:.0} ms > {limit} ms"));
             consider(format!("{label}p{p} {name}"), value, limit, 1.0 - value / limit, fails);
         }
     }
@@ -353,7 +354,8 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
             c.replicas = Some(n);
             c.gpus = Some(n * tp);
             c.usd_per_hour = Some((n * tp) as f64 * price);
-            c.usd_per_million_output_tokens = Some((n * tp) as f64 * price / 3600.0 / sum.metrics.output_throughput * 1e6);
+            c.usd_per_million_output_tokens =
+                Some((n * tp) as f64 * price / 3600.0 / sum.metrics.output_throughput * 1e6);
             c.verdict = Some(judge(&sum, &slo));
             if n > 1 {
                 c.one_fewer = Some(judge(&run_at(n - 1)?, &slo));

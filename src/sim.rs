@@ -328,8 +328,7 @@ pub fn simulate_with<C: StepCostModel>(
                 let r = e.key as usize;
                 let mut t = now;
                 // Run this replica's steps inline while nothing else can happen before they end.
-                let mut horizon =
-                    heap.peek().map_or(f64::INFINITY, |x| x.t).min(next_arrival.unwrap_or(f64::INFINITY));
+                let mut horizon = heap.peek().map_or(f64::INFINITY, |x| x.t).min(next_arrival.unwrap_or(f64::INFINITY));
                 loop {
                     let before = completed;
                     let next = replicas[r].finish_step(t, &mut sinks!());

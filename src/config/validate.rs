@@ -168,7 +168,11 @@ impl Scenario {
 /// Checks an `[slo]` table (or a class's `slo`) whose key is `key`.
 pub(super) fn slo(key: &str, slo: &super::SloConfig) -> Check {
     if slo.ttft_ms.is_none() && slo.tpot_ms.is_none() && slo.e2e_ms.is_none() {
-        return fail(key, format!("{key} sets no objective"), format!("set ttft_ms, tpot_ms and/or e2e_ms, or remove {key}"));
+        return fail(
+            key,
+            format!("{key} sets no objective"),
+            format!("set ttft_ms, tpot_ms and/or e2e_ms, or remove {key}"),
+        );
     }
     if let Some(p) = slo.percentile
         && !crate::metrics::stats::PERCENTILES.contains(&p)
@@ -182,7 +186,11 @@ pub(super) fn slo(key: &str, slo: &super::SloConfig) -> Check {
     if let Some(a) = slo.min_attainment
         && !(a > 0.0 && a <= 1.0)
     {
-        return fail(&format!("{key}.min_attainment"), format!("must be a fraction in (0, 1], got {a}"), "use e.g. 0.99");
+        return fail(
+            &format!("{key}.min_attainment"),
+            format!("must be a fraction in (0, 1], got {a}"),
+            "use e.g. 0.99",
+        );
     }
     for (k, v) in [("ttft_ms", slo.ttft_ms), ("tpot_ms", slo.tpot_ms), ("e2e_ms", slo.e2e_ms)] {
         if let Some(v) = v {

@@ -622,7 +622,9 @@ fn check_length(key: &str, d: &LengthDist, allow_zero: bool) -> Check {
             if !mean.is_finite() {
                 return fail(key, format!("mean must be a finite number, got {mean}"), "set mean = <tokens>");
             }
-            positive(key, *std).map_err(|(k, m, _)| (k, format!("std {m}"), "set std > 0 (use dist = \"fixed\" for no spread)".into()))?;
+            positive(key, *std).map_err(|(k, m, _)| {
+                (k, format!("std {m}"), "set std > 0 (use dist = \"fixed\" for no spread)".into())
+            })?;
             let lo = min.unwrap_or(1);
             if lo == 0 && !allow_zero {
                 return fail(key, "min must be at least 1 token for a prompt", "set min >= 1");
@@ -638,7 +640,10 @@ fn check_length(key: &str, d: &LengthDist, allow_zero: bool) -> Check {
             if z_lo > 8.0 || z_hi < -8.0 {
                 return fail(
                     key,
-                    format!("the window [{lo}, {}] lies more than 8 std from the mean {mean}", max.map_or("∞".into(), |h| h.to_string())),
+                    format!(
+                        "the window [{lo}, {}] lies more than 8 std from the mean {mean}",
+                        max.map_or("∞".into(), |h| h.to_string())
+                    ),
                     "move min/max towards the mean or change mean/std",
                 );
             }
@@ -649,7 +654,11 @@ fn check_length(key: &str, d: &LengthDist, allow_zero: bool) -> Check {
                     return fail(key, format!("mean must be at least 1 token, got {m}"), "set mean >= 1");
                 }
                 if !(c.is_finite() && *c > 0.0) {
-                    return fail(key, format!("cv must be positive, got {c}"), "set cv > 0 (use dist = \"fixed\" for no spread)");
+                    return fail(
+                        key,
+                        format!("cv must be positive, got {c}"),
+                        "set cv > 0 (use dist = \"fixed\" for no spread)",
+                    );
                 }
             }
             (None, None, Some(m), Some(s)) => {
@@ -690,7 +699,11 @@ fn check_length(key: &str, d: &LengthDist, allow_zero: bool) -> Check {
             }
             (false, None) => {
                 if !allow_zero && values.contains(&0) {
-                    return fail(key, "a prompt length of 0 is listed", "remove the 0 values: a prompt needs at least 1 token");
+                    return fail(
+                        key,
+                        "a prompt length of 0 is listed",
+                        "remove the 0 values: a prompt needs at least 1 token",
+                    );
                 }
             }
             (true, Some(_)) => {
@@ -752,7 +765,8 @@ fn check_columns(key: &str, format: TraceFormat, prompt: &Option<String>, output
 
 fn check_process(key: &str, p: &ProcessConfig<'_>) -> Check {
     let k = |s: &str| if key.is_empty() { s.to_string() } else { format!("{key}.{s}") };
-    let renewal = matches!(p.kind, ArrivalKind::Poisson | ArrivalKind::Gamma | ArrivalKind::Weibull | ArrivalKind::Deterministic);
+    let renewal =
+        matches!(p.kind, ArrivalKind::Poisson | ArrivalKind::Gamma | ArrivalKind::Weibull | ArrivalKind::Deterministic);
     if !renewal && p.rate.is_some() && p.kind != ArrivalKind::Trace {
         return fail(
             &k("rate"),
@@ -765,7 +779,11 @@ fn check_process(key: &str, p: &ProcessConfig<'_>) -> Check {
         );
     }
     if p.on_off.is_some() && p.kind != ArrivalKind::OnOff {
-        return fail(&k("on_off"), "only applies to arrival = \"on-off\"", "set arrival = \"on-off\" or remove [on_off]");
+        return fail(
+            &k("on_off"),
+            "only applies to arrival = \"on-off\"",
+            "set arrival = \"on-off\" or remove [on_off]",
+        );
     }
     if (!p.rate_schedule.is_empty() || p.diurnal.is_some()) && p.kind != ArrivalKind::Poisson {
         return fail(
@@ -776,31 +794,59 @@ fn check_process(key: &str, p: &ProcessConfig<'_>) -> Check {
     }
     match p.kind {
         ArrivalKind::Gamma => match (p.cv, p.burstiness) {
-            (Some(_), Some(_)) => return fail(&k("burstiness"), "cv and burstiness are both set", "keep one: cv = 1/sqrt(burstiness)"),
+            (Some(_), Some(_)) => {
+                return fail(&k("burstiness"), "cv and burstiness are both set", "keep one: cv = 1/sqrt(burstiness)");
+            }
             (None, None) => {
-                return fail(&k("cv"), "gamma arrivals need cv or burstiness", "set cv = 2.0 (burstier than Poisson) or burstiness = 0.25");
+                return fail(
+                    &k("cv"),
+                    "gamma arrivals need cv or burstiness",
+                    "set cv = 2.0 (burstier than Poisson) or burstiness = 0.25",
+                );
             }
             (Some(v), None) => positive(&k("cv"), v)?,
             (None, Some(b)) => positive(&k("burstiness"), b)?,
         },
         ArrivalKind::Weibull => {
             if p.burstiness.is_some() {
-                return fail(&k("burstiness"), "only applies to arrival = \"gamma\"", "give Weibull gaps their cv instead");
+                return fail(
+                    &k("burstiness"),
+                    "only applies to arrival = \"gamma\"",
+                    "give Weibull gaps their cv instead",
+                );
             }
             match p.cv {
-                None => return fail(&k("cv"), "Weibull arrivals need cv", "set cv = 2.0 (burstier than Poisson) or 0.5 (smoother)"),
+                None => {
+                    return fail(
+                        &k("cv"),
+                        "Weibull arrivals need cv",
+                        "set cv = 2.0 (burstier than Poisson) or 0.5 (smoother)",
+                    );
+                }
                 Some(v) if !(0.05..=20.0).contains(&v) => {
-                    return fail(&k("cv"), format!("must be between 0.05 and 20 for Weibull gaps, got {v}"), "use e.g. cv = 2.0");
+                    return fail(
+                        &k("cv"),
+                        format!("must be between 0.05 and 20 for Weibull gaps, got {v}"),
+                        "use e.g. cv = 2.0",
+                    );
                 }
                 _ => {}
             }
         }
         _ => {
             if p.cv.is_some() {
-                return fail(&k("cv"), "only applies to arrival = \"gamma\" or \"weibull\"", "remove cv, or set arrival = \"gamma\"");
+                return fail(
+                    &k("cv"),
+                    "only applies to arrival = \"gamma\" or \"weibull\"",
+                    "remove cv, or set arrival = \"gamma\"",
+                );
             }
             if p.burstiness.is_some() {
-                return fail(&k("burstiness"), "only applies to arrival = \"gamma\"", "remove burstiness, or set arrival = \"gamma\"");
+                return fail(
+                    &k("burstiness"),
+                    "only applies to arrival = \"gamma\"",
+                    "remove burstiness, or set arrival = \"gamma\"",
+                );
             }
         }
     }
@@ -823,7 +869,11 @@ fn check_process(key: &str, p: &ProcessConfig<'_>) -> Check {
     if renewal {
         if !p.rate_schedule.is_empty() {
             if p.rate.is_some() {
-                return fail(&k("rate"), "rate and rate_schedule are both set", "keep one: the schedule gives the rate at every time");
+                return fail(
+                    &k("rate"),
+                    "rate and rate_schedule are both set",
+                    "keep one: the schedule gives the rate at every time",
+                );
             }
             if p.diurnal.is_some() {
                 return fail(&k("diurnal"), "diurnal and rate_schedule are both set", "keep one of them");
@@ -834,16 +884,26 @@ fn check_process(key: &str, p: &ProcessConfig<'_>) -> Check {
                 non_negative(&format!("{key}.t_s"), pt.t_s)?;
                 non_negative(&format!("{key}.rate"), pt.rate)?;
                 if pt.t_s <= prev {
-                    return fail(&format!("{key}.t_s"), format!("times must increase, but {} follows {prev}", pt.t_s), "list the points in time order");
+                    return fail(
+                        &format!("{key}.t_s"),
+                        format!("times must increase, but {} follows {prev}", pt.t_s),
+                        "list the points in time order",
+                    );
                 }
                 prev = pt.t_s;
             }
             if p.rate_schedule.iter().all(|x| x.rate == 0.0) {
-                return fail(&k("rate_schedule"), "every rate is 0: nothing would ever arrive", "give some point a rate > 0");
+                return fail(
+                    &k("rate_schedule"),
+                    "every rate is 0: nothing would ever arrive",
+                    "give some point a rate > 0",
+                );
             }
         } else {
             match p.rate {
-                None => return fail(&k("rate"), "is required by this arrival process", "set rate = <requests per second>"),
+                None => {
+                    return fail(&k("rate"), "is required by this arrival process", "set rate = <requests per second>");
+                }
                 Some(r) => positive(&k("rate"), r)?,
             }
         }
@@ -890,7 +950,11 @@ impl WorkloadConfig {
                     );
                 }
                 if duration_s.is_some() {
-                    return fail("duration_s", "offline arrivals need a request count", "use num_requests with arrival = \"offline\"");
+                    return fail(
+                        "duration_s",
+                        "offline arrivals need a request count",
+                        "use num_requests with arrival = \"offline\"",
+                    );
                 }
             }
             ArrivalKind::ClosedLoop => match &self.closed_loop {
@@ -921,10 +985,18 @@ impl WorkloadConfig {
             _ => {}
         }
         if self.closed_loop.is_some() && kind != ArrivalKind::ClosedLoop {
-            return fail("workload.closed_loop", "only applies to arrival = \"closed-loop\"", "set arrival = \"closed-loop\" or remove it");
+            return fail(
+                "workload.closed_loop",
+                "only applies to arrival = \"closed-loop\"",
+                "set arrival = \"closed-loop\" or remove it",
+            );
         }
         if self.trace.is_some() && kind != ArrivalKind::Trace {
-            return fail("workload.trace", "only applies to arrival = \"trace\"", "set arrival = \"trace\" or remove [workload.trace]");
+            return fail(
+                "workload.trace",
+                "only applies to arrival = \"trace\"",
+                "set arrival = \"trace\" or remove [workload.trace]",
+            );
         }
         self.check_ramp(num_requests)?;
         // Lengths: the workload's, or every class's own.
@@ -939,14 +1011,18 @@ impl WorkloadConfig {
         if let Some(j) = &self.lengths {
             check_columns("workload.lengths", j.format, &j.prompt_column, &j.output_column)?;
         }
-        for (key, d, zero) in [("workload.prompt_tokens", &self.prompt_tokens, false), ("workload.output_tokens", &self.output_tokens, true)] {
+        for (key, d, zero) in [
+            ("workload.prompt_tokens", &self.prompt_tokens, false),
+            ("workload.output_tokens", &self.output_tokens, true),
+        ] {
             if let Some(d) = d {
                 check_length(key, d, zero)?;
             }
         }
         let has_default = self.lengths.is_some() || (self.prompt_tokens.is_some() && self.output_tokens.is_some());
         if !has_default && !trace && self.classes.is_empty() {
-            let missing = if self.prompt_tokens.is_none() { "workload.prompt_tokens" } else { "workload.output_tokens" };
+            let missing =
+                if self.prompt_tokens.is_none() { "workload.prompt_tokens" } else { "workload.output_tokens" };
             return fail(
                 missing,
                 "is required: it sets the request lengths",
@@ -955,7 +1031,11 @@ impl WorkloadConfig {
         }
         if let Some(s) = &self.sessions {
             if trace {
-                return fail("workload.sessions", "a replayed trace cannot also generate sessions", "use the trace's session_column (format = \"csv\") instead");
+                return fail(
+                    "workload.sessions",
+                    "a replayed trace cannot also generate sessions",
+                    "use the trace's session_column (format = \"csv\") instead",
+                );
             }
             check_length("workload.sessions.turns", &s.turns, false)?;
             check_time("workload.sessions.think_time_s", &s.think_time_s)?;
@@ -974,25 +1054,45 @@ impl WorkloadConfig {
             && self.diurnal.is_none();
         if let Some(r) = &self.ramp_up {
             if !renewal {
-                return fail("workload.ramp_up", "ramp-up applies to poisson, gamma, weibull or deterministic arrivals at a fixed rate", "remove ramp_up, or use a rate_schedule for other shapes");
+                return fail(
+                    "workload.ramp_up",
+                    "ramp-up applies to poisson, gamma, weibull or deterministic arrivals at a fixed rate",
+                    "remove ramp_up, or use a rate_schedule for other shapes",
+                );
             }
             if num_requests.is_none() {
-                return fail("workload.ramp_up", "ramp-up goes from the first to the last request, so it needs num_requests", "set num_requests = N");
+                return fail(
+                    "workload.ramp_up",
+                    "ramp-up goes from the first to the last request, so it needs num_requests",
+                    "set num_requests = N",
+                );
             }
             positive("workload.ramp_up.start_rate", r.start_rate)?;
             if let Some(e) = r.end_rate {
                 positive("workload.ramp_up.end_rate", e)?;
             }
             if self.rescale_to_rate {
-                return fail("workload.rescale_to_rate", "does not apply with a ramp-up (vLLM only rescales a fixed rate)", "remove one of them");
+                return fail(
+                    "workload.rescale_to_rate",
+                    "does not apply with a ramp-up (vLLM only rescales a fixed rate)",
+                    "remove one of them",
+                );
             }
         }
         if self.rescale_to_rate {
             if !renewal {
-                return fail("workload.rescale_to_rate", "applies to poisson, gamma, weibull or deterministic arrivals at a fixed rate", "remove it");
+                return fail(
+                    "workload.rescale_to_rate",
+                    "applies to poisson, gamma, weibull or deterministic arrivals at a fixed rate",
+                    "remove it",
+                );
             }
             if num_requests.is_none() {
-                return fail("workload.rescale_to_rate", "needs num_requests (the last request is sent at num_requests / rate)", "set num_requests = N");
+                return fail(
+                    "workload.rescale_to_rate",
+                    "needs num_requests (the last request is sent at num_requests / rate)",
+                    "set num_requests = N",
+                );
             }
         }
         Ok(())
@@ -1004,11 +1104,17 @@ impl WorkloadConfig {
         }
         check_columns("workload.trace", t.format, &t.prompt_column, &t.output_column)?;
         if t.format != TraceFormat::Csv
-            && (t.time_column.is_some() || t.class_column.is_some() || t.session_column.is_some() || t.time_unit != TimeUnit::S)
+            && (t.time_column.is_some()
+                || t.class_column.is_some()
+                || t.session_column.is_some()
+                || t.time_unit != TimeUnit::S)
         {
             return fail(
                 "workload.trace",
-                format!("time/class/session columns only apply to format = \"csv\"; \"{}\" has fixed columns", t.format.as_str()),
+                format!(
+                    "time/class/session columns only apply to format = \"csv\"; \"{}\" has fixed columns",
+                    t.format.as_str()
+                ),
                 "remove them, or use format = \"csv\"",
             );
         }
@@ -1016,19 +1122,33 @@ impl WorkloadConfig {
         if let Some(e) = t.end_s
             && !(e > t.start_s)
         {
-            return fail("workload.trace.end_s", format!("must be after start_s ({}), got {e}", t.start_s), "use end_s > start_s");
+            return fail(
+                "workload.trace.end_s",
+                format!("must be after start_s ({}), got {e}", t.start_s),
+                "use end_s > start_s",
+            );
         }
         match (t.speedup, t.target_rate) {
-            (Some(_), Some(_)) => return fail("workload.trace.target_rate", "speedup and target_rate are both set", "keep one of them"),
+            (Some(_), Some(_)) => {
+                return fail("workload.trace.target_rate", "speedup and target_rate are both set", "keep one of them");
+            }
             (Some(k), None) => positive("workload.trace.speedup", k)?,
             (None, Some(r)) => positive("workload.trace.target_rate", r)?,
             _ => {}
         }
         if !(t.sample > 0.0 && t.sample <= 1.0) {
-            return fail("workload.trace.sample", format!("must be a fraction in (0, 1], got {}", t.sample), "use e.g. sample = 0.5");
+            return fail(
+                "workload.trace.sample",
+                format!("must be a fraction in (0, 1], got {}", t.sample),
+                "use e.g. sample = 0.5",
+            );
         }
         if t.repeat && num_requests.is_none() && duration_s.is_none() {
-            return fail("workload.trace.loop", "a looped trace never ends by itself", "set num_requests or duration_s");
+            return fail(
+                "workload.trace.loop",
+                "a looped trace never ends by itself",
+                "set num_requests or duration_s",
+            );
         }
         Ok(())
     }
@@ -1042,19 +1162,35 @@ impl WorkloadConfig {
                 return fail(&k("name"), "is empty", "name the class, e.g. name = \"chat\"");
             }
             if !seen.insert(c.name.as_str()) {
-                return fail(&k("name"), format!("class \"{}\" is defined twice", c.name), "give every class its own name");
+                return fail(
+                    &k("name"),
+                    format!("class \"{}\" is defined twice", c.name),
+                    "give every class its own name",
+                );
             }
             match (c.weight, c.own_process()) {
                 (Some(_), Some(_)) => {
-                    return fail(&k("weight"), "a class takes a share of the common arrivals (weight) or has its own process (rate, arrival), not both", "keep one of them");
+                    return fail(
+                        &k("weight"),
+                        "a class takes a share of the common arrivals (weight) or has its own process (rate, arrival), not both",
+                        "keep one of them",
+                    );
                 }
                 (Some(w), None) => positive(&k("weight"), w)?,
                 (None, None) if self.classes.len() > 1 && !trace => {
-                    return fail(&k("weight"), format!("class \"{}\" has neither a weight nor its own arrival process", c.name), "set weight = <share> or rate = <requests per second>");
+                    return fail(
+                        &k("weight"),
+                        format!("class \"{}\" has neither a weight nor its own arrival process", c.name),
+                        "set weight = <share> or rate = <requests per second>",
+                    );
                 }
                 (None, Some(p)) => {
                     if matches!(p.kind, ArrivalKind::ClosedLoop | ArrivalKind::Trace | ArrivalKind::Offline) {
-                        return fail(&k("arrival"), format!("a class's own process cannot be \"{}\"", p.kind.as_str()), "use poisson, gamma, weibull, deterministic or on-off, or give the class a weight");
+                        return fail(
+                            &k("arrival"),
+                            format!("a class's own process cannot be \"{}\"", p.kind.as_str()),
+                            "use poisson, gamma, weibull, deterministic or on-off, or give the class a weight",
+                        );
                     }
                     check_process(&key, &p)?;
                 }
@@ -1062,7 +1198,11 @@ impl WorkloadConfig {
             }
             if let Some(j) = &c.lengths {
                 if c.prompt_tokens.is_some() || c.output_tokens.is_some() {
-                    return fail(&k("lengths"), "joint lengths and prompt_tokens/output_tokens are both set", "keep one of them");
+                    return fail(
+                        &k("lengths"),
+                        "joint lengths and prompt_tokens/output_tokens are both set",
+                        "keep one of them",
+                    );
                 }
                 check_columns(&k("lengths"), j.format, &j.prompt_column, &j.output_column)?;
             }
@@ -1075,17 +1215,33 @@ impl WorkloadConfig {
             let own = c.lengths.is_some() || (c.prompt_tokens.is_some() && c.output_tokens.is_some());
             let partial = c.prompt_tokens.is_some() || c.output_tokens.is_some();
             if !trace && !own && !has_default {
-                let missing = if c.prompt_tokens.is_none() && (partial || self.prompt_tokens.is_none()) { "prompt_tokens" } else { "output_tokens" };
-                let merged = if missing == "prompt_tokens" { self.prompt_tokens.is_some() } else { self.output_tokens.is_some() };
+                let missing = if c.prompt_tokens.is_none() && (partial || self.prompt_tokens.is_none()) {
+                    "prompt_tokens"
+                } else {
+                    "output_tokens"
+                };
+                let merged = if missing == "prompt_tokens" {
+                    self.prompt_tokens.is_some()
+                } else {
+                    self.output_tokens.is_some()
+                };
                 if !merged {
-                    return fail(&k(missing), format!("class \"{}\" has no {missing} and the workload sets none", c.name), format!("set {missing} in the class or in [workload]"));
+                    return fail(
+                        &k(missing),
+                        format!("class \"{}\" has no {missing} and the workload sets none", c.name),
+                        format!("set {missing} in the class or in [workload]"),
+                    );
                 }
             }
             if let Some(s) = &c.slo {
                 check_slo(&k("slo"), s)?;
             }
             if c.prefix_group.is_some() && c.prefix_tokens == 0 {
-                return fail(&k("prefix_tokens"), "a prefix group needs the length of its shared prompt", "set prefix_tokens = <tokens of the shared system prompt>");
+                return fail(
+                    &k("prefix_tokens"),
+                    "a prefix group needs the length of its shared prompt",
+                    "set prefix_tokens = <tokens of the shared system prompt>",
+                );
             }
         }
         Ok(())

@@ -10,8 +10,8 @@ use super::stats::{Distribution, PERCENTILES};
 use super::{RequestRecord, Status, hist};
 use crate::Setup;
 use crate::config::SloConfig;
-use crate::workload::WorkloadPlan;
 use crate::sim::SimOutput;
+use crate::workload::WorkloadPlan;
 use rayon::prelude::*;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use std::collections::BTreeMap;
@@ -61,7 +61,7 @@ pub struct SloSummary {
     pub e2e_ms: Option<f64>,
     /// Measured completed requests meeting every set objective.
     pub good_requests: u64,
-    /// good_requests / measured requests (failed ones count as misses).
+    /// good_requests / measured requests that have objectives (failed ones count as misses).
     pub attainment: f64,
     /// Fraction of measured requests meeting the TTFT objective.
     pub ttft_attainment: Option<f64>,
@@ -211,9 +211,10 @@ pub struct ClassSummary {
     pub share: f64,
     /// Prefill-only classes: completed items per second (null otherwise).
     pub items_per_second: Option<f64>,
-    /// Prefill-only classes: time to result, arrival to the end of the prefill (absent otherwise).
+    /// Prefill-only classes: time to result, arrival to the end of the prefill
+    /// (no samples, so null statistics, for other classes).
     #[serde(flatten)]
-    pub time_to_result: Option<LatencyMetric>,
+    pub time_to_result: LatencyMetric,
     /// The class's request metrics.
     #[serde(flatten)]
     pub metrics: RequestMetrics,
@@ -428,7 +429,7 @@ impl Columns {
                 tpot_ms: slo.and_then(|x| x.tpot_ms),
                 e2e_ms: slo.and_then(|x| x.e2e_ms),
                 good_requests: good,
-                attainment: good as f64 / measured.max(1) as f64,
+                attainment: good as f64 / with_slo.max(1) as f64,
                 ttft_attainment: frac(ok[0], subject[0]),
                 tpot_attainment: frac(ok[1], subject[1]),
                 e2e_attainment: frac(ok[2], subject[2]),
@@ -508,7 +509,10 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
                         offered_rate: c.mean_rate,
                         share: g.measured as f64 / n_measured.max(1) as f64,
                         items_per_second: prefill_only.then_some(m.request_throughput),
-                        time_to_result: prefill_only.then(|| LatencyMetric { name: "ttr", dist: m.e2el.dist.clone() }),
+                        time_to_result: LatencyMetric {
+                            name: "ttr",
+                            dist: if prefill_only { m.e2el.dist.clone() } else { Distribution::of(&mut []) },
+                        },
                         metrics: m,
                     };
                     (c.name.clone(), summary)

@@ -55,7 +55,11 @@ pub fn format_summary(s: &Summary) -> String {
         row(&mut o, "Trace", t);
     }
     if w.skipped_rows > 0 {
-        row(&mut o, "Bad rows skipped", format!("{} (first: {})", w.skipped_rows, w.first_skipped_row.as_deref().unwrap_or("")));
+        row(
+            &mut o,
+            "Bad rows skipped",
+            format!("{} (first: {})", w.skipped_rows, w.first_skipped_row.as_deref().unwrap_or("")),
+        );
     }
     let m = &s.metrics;
     row(&mut o, "Successful requests", m.completed);

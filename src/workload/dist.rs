@@ -87,7 +87,9 @@ impl LengthSampler {
                 LengthSampler::Lognormal { law, mean: (mu + s * s / 2.0).exp() }
             }
             LengthDist::Exponential { mean } => LengthSampler::Exponential(mean),
-            LengthDist::Zipf { n, s } => LengthSampler::Zipf(Zipf::new(n as f64, s).expect("validated zipf parameters")),
+            LengthDist::Zipf { n, s } => {
+                LengthSampler::Zipf(Zipf::new(n as f64, s).expect("validated zipf parameters"))
+            }
             LengthDist::Empirical { ref values, .. } => {
                 LengthSampler::Empirical(data.unwrap_or_else(|| values.as_slice().into()))
             }

@@ -243,9 +243,12 @@ impl Loader<'_> {
                 let output = fmt != TraceFormat::Csv && col.as_deref() == Some("output");
                 let v: Arc<[u32]> = t.rows.iter().map(|r| if output { r.output } else { r.prompt }).collect();
                 if !allow_zero && v.contains(&0) {
-                    return Err(ConfigError::new(format!("column `{}` of {f} holds a 0-token prompt", col.unwrap_or_default()))
-                        .key(key)
-                        .hint("a prompt needs at least 1 token: pick another column or clean the file"));
+                    return Err(ConfigError::new(format!(
+                        "column `{}` of {f} holds a 0-token prompt",
+                        col.unwrap_or_default()
+                    ))
+                    .key(key)
+                    .hint("a prompt needs at least 1 token: pick another column or clean the file"));
                 }
                 Some(v)
             }
@@ -318,7 +321,8 @@ pub fn build(s: &Scenario) -> Result<WorkloadPlan, ConfigError> {
     let mut groups: Vec<&str> = Vec::new();
     let mut classes = Vec::with_capacity(configs.len());
     for (i, c) in configs.iter().enumerate() {
-        let key = |k: &str| if w.classes.is_empty() { format!("workload.{k}") } else { format!("workload.classes[{i}].{k}") };
+        let key =
+            |k: &str| if w.classes.is_empty() { format!("workload.{k}") } else { format!("workload.classes[{i}].{k}") };
         let joint = match &c.lengths {
             Some(j) => Some(ld.joint(j, &key("lengths"))?),
             None if c.prompt_tokens.is_none() && c.output_tokens.is_none() => default_joint.clone(),
@@ -408,9 +412,8 @@ pub fn build(s: &Scenario) -> Result<WorkloadPlan, ConfigError> {
         trace,
         num_requests: s.num_requests,
         horizon: s.duration_s,
-        rescale_to: (w.rescale_to_rate && common_used).then(|| {
-            s.num_requests.unwrap_or(1) as f64 / w.rate.unwrap_or(1.0)
-        }),
+        rescale_to: (w.rescale_to_rate && common_used)
+            .then(|| s.num_requests.unwrap_or(1) as f64 / w.rate.unwrap_or(1.0)),
         clip: w.on_too_long == TooLong::Clip,
         offline: kind == ArrivalKind::Offline,
         skipped_rows: ld.skipped,
@@ -434,7 +437,8 @@ fn trace_plan(
         class: t.class_column.clone(),
         session: t.session_column.clone(),
     });
-    let tr = read_trace(ld.base, &t.file, t.format, cols.as_ref(), t.on_bad_row == OnBadRow::Skip, "workload.trace.file")?;
+    let tr =
+        read_trace(ld.base, &t.file, t.format, cols.as_ref(), t.on_bad_row == OnBadRow::Skip, "workload.trace.file")?;
     ld.note(&tr, &t.file);
     let rows = &tr.rows;
     let lo = rows.partition_point(|r| r.t < t.start_s);
@@ -465,9 +469,11 @@ fn trace_plan(
     };
     let period = if n > 1 { span * n as f64 / (n - 1) as f64 * factor } else { 0.0 };
     if t.repeat && period <= 0.0 {
-        return Err(ConfigError::new("a looped trace must span some time: every row of the window has the same timestamp")
-            .key("workload.trace.loop")
-            .hint("remove loop = true, or widen the window"));
+        return Err(ConfigError::new(
+            "a looped trace must span some time: every row of the window has the same timestamp",
+        )
+        .key("workload.trace.loop")
+        .hint("remove loop = true, or widen the window"));
     }
     // Classes named in the trace map to declared classes by name; undeclared
     // ones become classes of their own.
@@ -479,7 +485,10 @@ fn trace_plan(
                 let known: Vec<&str> = classes.iter().map(|c| c.name.as_str()).collect();
                 return Err(ConfigError::new(format!("the trace names class \"{label}\", which is not declared"))
                     .key("workload.classes")
-                    .hint(format!("declare [[workload.classes]] name = \"{label}\" (declared: {})", known.join(", "))));
+                    .hint(format!(
+                        "declare [[workload.classes]] name = \"{label}\" (declared: {})",
+                        known.join(", ")
+                    )));
             }
             None => {
                 if classes.len() == 1 && classes[0].name == "default" && class_map.is_empty() {

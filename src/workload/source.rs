@@ -133,7 +133,8 @@ impl Source {
     pub fn new(plan: &Arc<WorkloadPlan>, seed: u64) -> Self {
         let mut streams = Vec::new();
         if let Some(p) = &plan.common {
-            let mut st = Stream { process: p.clone(), rng: rng(seed, STREAM_ARRIVALS), class: None, next: None, scale: 1.0 };
+            let mut st =
+                Stream { process: p.clone(), rng: rng(seed, STREAM_ARRIVALS), class: None, next: None, scale: 1.0 };
             if let (Some(target), Some(n)) = (plan.rescale_to, plan.num_requests) {
                 // Draw the same N arrivals once to find where the last lands.
                 let (mut p2, mut r2) = (st.process.clone(), st.rng.clone());
@@ -368,7 +369,8 @@ impl Source {
                 let next = s.next.expect("stream arrival");
                 s.next = s.process.next(next, &mut s.rng);
                 if self.plan.sessions.is_some() {
-                    let slot = self.alloc(Conversation { session: 0, class: 0, turns_left: 0, context: 0, user: false });
+                    let slot =
+                        self.alloc(Conversation { session: 0, class: 0, turns_left: 0, context: 0, user: false });
                     self.send_turn(t, slot, fixed)
                 } else {
                     let class = fixed.unwrap_or_else(|| self.pick_class());

@@ -98,6 +98,11 @@ pub struct TraceError {
 }
 
 /// Parse (placeholder).
-pub fn parse(_text: &str, _format: TraceFormat, _columns: Option<&Columns>, _skip_bad: bool) -> Result<Trace, TraceError> {
+pub fn parse(
+    _text: &str,
+    _format: TraceFormat,
+    _columns: Option<&Columns>,
+    _skip_bad: bool,
+) -> Result<Trace, TraceError> {
     Err(TraceError { line: 0, field: String::new(), message: "not yet".into(), hint: String::new() })
 }
