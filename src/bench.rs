@@ -26,6 +26,13 @@ pub struct BenchArgs {
     /// Internal: simulate one size in this process and print one result line.
     #[arg(long, hide = true)]
     one: Option<u64>,
+    /// Instead: time workload generation (10^6 and 10^7 Poisson/lognormal
+    /// requests, streamed) and trace parsing (10^6 synthetic rows per format).
+    #[arg(long)]
+    workload: bool,
+    /// Internal: generate this many requests in this process and print one result line.
+    #[arg(long, hide = true)]
+    gen_only: Option<u64>,
     /// Instead: time a 1,000-point sweep of 10,000-request runs (chat lengths)
     /// with --jobs 1 and --jobs 2, and the redrawing of its charts.
     #[arg(long)]
@@ -158,14 +165,118 @@ fn one(n: u64, replicas: u32) -> Result<()> {
     Ok(())
 }
 
+/// The generation benchmark's workload: Poisson arrivals, lognormal lengths.
+fn gen_toml(n: u64) -> String {
+    format!(
+        "num_requests = {n}\n[model]\nname = \"llama-3.1-8b\"\n[workload]\narrival = \"poisson\"\nrate = 100\n\
+         prompt_tokens = {{ dist = \"lognormal\", mean = 1000, cv = 1.0 }}\n\
+         output_tokens = {{ dist = \"lognormal\", mean = 250, cv = 0.8 }}\n"
+    )
+}
+
+/// Generates `n` requests (consuming each as the simulator would) and prints
+/// "n wall_s peak_MiB checksum".
+fn gen_only(n: u64) -> Result<()> {
+    let loaded = load_scenario_str(&gen_toml(n), Path::new("bench.toml"), &[])?;
+    let t0 = Instant::now();
+    let plan = std::sync::Arc::new(crate::workload::plan::build(&loaded.scenario)?);
+    let mut tokens = 0u64;
+    let mut count = 0u64;
+    for r in crate::workload::Source::new(&plan, 1) {
+        tokens += r.prompt as u64 + r.output as u64;
+        count += 1;
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    println!("{count} {wall:.4} {:.1} {tokens}", peak_rss_mib());
+    Ok(())
+}
+
+/// Synthetic trace text: `n` rows of the Azure CSV or the Mooncake JSONL format.
+pub fn synthetic_trace(n: usize, format: crate::workload::trace::TraceFormat) -> String {
+    use crate::workload::trace::TraceFormat;
+    use std::fmt::Write;
+    let mut s = String::with_capacity(n * 120);
+    if format == TraceFormat::Azure {
+        s.push_str("TIMESTAMP,ContextTokens,GeneratedTokens\n");
+    }
+    for i in 0..n {
+        let (p, o) = (100 + (i * 7919) % 8000, 5 + (i * 104_729) % 500);
+        match format {
+            TraceFormat::Azure => {
+                let us = i as u64 * 50_000;
+                let (sec, frac) = (us / 1_000_000, us % 1_000_000);
+                let _ = writeln!(
+                    s,
+                    "2023-11-16 {:02}:{:02}:{:02}.{frac:06}0,{p},{o}",
+                    (sec / 3600) % 24,
+                    (sec / 60) % 60,
+                    sec % 60
+                );
+            }
+            _ => {
+                let _ = write!(
+                    s,
+                    "{{\"timestamp\": {}, \"input_length\": {p}, \"output_length\": {o}, \"hash_ids\": [",
+                    i * 3
+                );
+                for k in 0..p.div_ceil(512) {
+                    let _ = write!(s, "{}{}", if k > 0 { ", " } else { "" }, i * 16 + k);
+                }
+                s.push_str("]}\n");
+            }
+        }
+    }
+    s
+}
+
+fn bench_workload(exe: &Path) -> Result<()> {
+    println!("servesim bench --workload: request generation (Poisson 100 req/s, lognormal 1000/250 tokens), streamed");
+    println!("{:>10} {:>9} {:>16} {:>11}", "requests", "wall_s", "requests_per_s", "peak_MiB");
+    for n in [1_000_000u64, 10_000_000] {
+        let out = Command::new(exe).args(["bench", "--gen-only", &n.to_string()]).output()?;
+        if !out.status.success() {
+            return Err(Error::Runtime(format!("bench child failed: {}", String::from_utf8_lossy(&out.stderr))));
+        }
+        let line = String::from_utf8_lossy(&out.stdout);
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let wall: f64 = f.get(1).and_then(|x| x.parse().ok()).unwrap_or(f64::NAN);
+        println!("{:>10} {:>9.3} {:>16.0} {:>11}", n, wall, n as f64 / wall, f.get(2).unwrap_or(&"?"));
+    }
+    use crate::workload::trace::{TraceFormat, parse};
+    println!("trace parsing (1,000,000 synthetic rows, in memory):");
+    for (name, fmt) in [("azure csv", TraceFormat::Azure), ("mooncake jsonl", TraceFormat::Mooncake)] {
+        let text = synthetic_trace(1_000_000, fmt);
+        let mut best = f64::INFINITY;
+        for _ in 0..3 {
+            let t0 = Instant::now();
+            let t = parse(&text, fmt, None, false).map_err(|e| Error::Runtime(format!("{name}: {}", e.message)))?;
+            best = best.min(t0.elapsed().as_secs_f64());
+            assert_eq!(t.rows.len(), 1_000_000);
+        }
+        println!(
+            "  {name:<15} {:>6.1} MiB: best of 3 {best:.3} s = {:.2} M rows/s ({:.0} MiB/s)",
+            text.len() as f64 / 1048576.0,
+            1.0 / best,
+            text.len() as f64 / 1048576.0 / best
+        );
+    }
+    Ok(())
+}
+
 /// Runs the benchmark and prints a table.
 pub fn main(a: BenchArgs) -> Result<()> {
     if let Some(n) = a.one {
         return one(n, a.replicas);
     }
+    if let Some(n) = a.gen_only {
+        return gen_only(n);
+    }
     let exe = std::env::current_exe()?;
     if a.sweep {
         return bench_sweep(&exe);
+    }
+    if a.workload {
+        return bench_workload(&exe);
     }
     println!(
         "servesim bench: Llama-3.1-8B bf16, H100-SXM tp1 × {} replica(s), prompt 1024 / output 256, Poisson {} req/s",

@@ -1120,7 +1120,7 @@ impl WorkloadConfig {
         }
         non_negative("workload.trace.start_s", t.start_s)?;
         if let Some(e) = t.end_s
-            && !(e > t.start_s)
+            && (e <= t.start_s || e.is_nan())
         {
             return fail(
                 "workload.trace.end_s",
