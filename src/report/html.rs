@@ -178,6 +178,32 @@ fn run_page(dir: &Path) -> Result<String> {
         stats_row(&mut o, &s, label, key);
     }
     o += "</table>";
+    if let Some(classes) = s["classes"].as_object() {
+        o += "<h2>Per request class</h2><p class=\"note\">Each class against its own objectives. A prefill-only \
+              class (embeddings, scoring) has no output tokens: its TTFT is its time to result, and its throughput is items per second.</p>\
+              <table><tr><th class=\"l\">class</th><th>share</th><th>req/s</th><th>TTFT p50</th><th>TTFT p99</th>\
+              <th>TPOT p50</th><th>TPOT p99</th><th>E2E p99</th><th>SLO met</th><th>failed</th></tr>";
+        for (name, c) in classes {
+            let pct = |v: &Value| v.as_f64().map_or("–".into(), |x| format!("{:.1}%", x * 100.0));
+            let prefill = c["prefill_only"].as_bool() == Some(true);
+            let tpot = |k: &str| if prefill { "prefill-only".to_string() } else { f(&c[k], 1) };
+            let _ = write!(
+                o,
+                "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(name),
+                pct(&c["share"]),
+                f(&c["request_throughput"], 2),
+                f(&c["median_ttft_ms"], 1),
+                f(&c["p99_ttft_ms"], 1),
+                tpot("median_tpot_ms"),
+                tpot("p99_tpot_ms"),
+                f(&c["p99_e2el_ms"], 1),
+                pct(&c["slo"]["attainment"]),
+                c["failed"]
+            );
+        }
+        o += "</table>";
+    }
     o += &svg(dir, "cdf");
     if dir.join("baseline-summary.json").exists() {
         let b = read_json(dir, "baseline-summary.json")?;
