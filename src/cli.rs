@@ -235,14 +235,24 @@ fn dispatch(cli: Cli) -> Result<()> {
             let catalog = Catalog::with_dir(a.s.models.as_deref())?;
             let c = crate::plan::capacity(&loaded, &catalog, a.replications, a.tolerance)?;
             let r = c.rate;
-            println!(
-                "{}: maximum sustainable rate {:.2} req/s{} ({} searches: {})",
-                loaded.scenario.name,
-                r.mean,
-                if r.ci_lo.is_finite() { format!(", 95% CI [{:.2}, {:.2}]", r.ci_lo, r.ci_hi) } else { String::new() },
-                c.per_replication.len(),
-                c.per_replication.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(", ")
-            );
+            let ci =
+                if r.ci_lo.is_finite() { format!(", 95% CI [{:.2}, {:.2}]", r.ci_lo, r.ci_hi) } else { String::new() };
+            let runs = c.per_replication.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(", ");
+            let name = &loaded.scenario.name;
+            if c.knob == "workload.rate" {
+                println!(
+                    "{name}: maximum sustainable rate {:.2} req/s{ci} ({} searches: {runs})",
+                    r.mean,
+                    c.per_replication.len()
+                );
+            } else {
+                println!(
+                    "{name}: maximum sustainable trace speed-up ×{:.2}{ci}{} ({} searches: {runs})",
+                    r.mean,
+                    c.rate_per_unit.map_or(String::new(), |u| format!(", i.e. {:.2} req/s", r.mean * u)),
+                    c.per_replication.len()
+                );
+            }
             Ok(())
         }
         Command::Plan(a) => {

@@ -141,38 +141,59 @@ fn simulate(loaded: &LoadedScenario, catalog: &Catalog, over: &[(String, toml::V
 /// The result of `servesim capacity`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Capacity {
-    /// Highest sustainable rate found by each replication's bisection, req/s.
+    /// The load knob searched: `workload.rate` (req/s), or `workload.trace.speedup` for a replayed trace.
+    pub knob: String,
+    /// Highest sustainable value of the knob found by each replication's bisection.
     pub per_replication: Vec<f64>,
     /// Their mean and 95% Student-t interval.
     pub rate: Stat,
+    /// Mean offered arrival rate at knob value 1 (trace replays: the trace's own rate), req/s.
+    pub rate_per_unit: Option<f64>,
     /// Relative precision of each bisection.
     pub tolerance: f64,
 }
 
-/// Finds the highest rate that meets the SLOs, once per replication (each
+/// The knob `capacity` turns to raise the load, and its starting value.
+fn load_knob(loaded: &LoadedScenario, catalog: &Catalog) -> Result<(&'static str, f64, Option<f64>)> {
+    let w = &loaded.scenario.workload;
+    if let Some(t) = &w.trace {
+        if t.target_rate.is_some() {
+            return Err(ConfigError::new("capacity scales a trace by its speedup, which target_rate overrides")
+                .key("workload.trace.target_rate")
+                .hint("remove target_rate (capacity reports the highest speedup and the rate it gives)")
+                .into());
+        }
+        let base = loaded.derive(&[("workload.trace.speedup".into(), toml::Value::Float(1.0))], "capacity search")?;
+        let setup = resolve(&base, catalog).map_err(|e| loaded.locate(e))?;
+        return Ok(("workload.trace.speedup", t.speedup.unwrap_or(1.0), setup.workload.offered_rate));
+    }
+    match w.rate {
+        Some(r) if w.rate_schedule.is_empty() => Ok(("workload.rate", r, Some(1.0))),
+        _ => Err(ConfigError::new("capacity searches over workload.rate (or a trace's speedup), which this workload lacks")
+            .key("workload.arrival")
+            .hint("use an arrival process with a rate (poisson, gamma, weibull, deterministic), or a trace; for closed-loop users, sweep workload.closed_loop.users")
+            .into()),
+    }
+}
+
+/// Finds the highest load that meets the SLOs, once per replication (each
 /// with its own arrivals), to `tol` relative precision.
 pub fn capacity(loaded: &LoadedScenario, catalog: &Catalog, replications: u32, tol: f64) -> Result<Capacity> {
     let slo = slo_of(&loaded.scenario)?;
-    if loaded.scenario.workload.rate.is_none() {
-        return Err(ConfigError::new("capacity searches over workload.rate, which this arrival process lacks")
-            .key("workload.arrival")
-            .hint("use arrival = \"poisson\" or \"gamma\"")
-            .into());
-    }
-    let start = loaded.scenario.workload.rate.unwrap_or(1.0);
+    let (knob, start, rate_per_unit) = load_knob(loaded, catalog)?;
     let per: Vec<Result<f64>> = (0..replications.max(1))
         .into_par_iter()
         .map(|rep| {
             let seed = point_seed(loaded.scenario.seed, 0, rep);
             let meets = |rate: f64| -> Result<bool> {
-                let s = simulate(loaded, catalog, &[("workload.rate".into(), toml::Value::Float(rate))], seed)?;
+                let s = simulate(loaded, catalog, &[(knob.into(), toml::Value::Float(rate))], seed)?;
                 Ok(judge(&s, &slo).meets)
             };
             bisect_up(start, tol, meets)
         })
         .collect();
     let per: Vec<f64> = per.into_iter().collect::<Result<_>>()?;
-    Ok(Capacity { rate: Stat::of(&per), per_replication: per, tolerance: tol })
+    Ok(Capacity { knob: knob.into(), rate: Stat::of(&per), per_replication: per, rate_per_unit, tolerance: tol })
 }
 
 /// Largest x > 0 with `ok(x)`, assuming `ok` is true below some threshold and

@@ -189,3 +189,28 @@ fn bad_rows_are_errors_naming_file_line_and_field_or_are_skipped_and_counted() {
     assert_eq!(code, 2);
     assert!(err.contains("workload.trace.file") && err.contains("nope.csv"), "{err}");
 }
+
+#[test]
+fn capacity_of_a_trace_is_its_highest_speedup() {
+    let text = format!(
+        "seed = 1\n[model]\nname = \"llama-3.1-8b\"\n[cost]\nmodel = \"constant\"\nstep_time_ms = 20\n\
+         [workload.trace]\nfile = \"{AZURE_CONV}\"\nformat = \"azure\"\nend_s = 300\n[slo]\nttft_ms = 1000\n"
+    );
+    let loaded = load_scenario_str(&text, Path::new("t.toml"), &[]).unwrap();
+    let catalog = servesim::Catalog::builtin().unwrap();
+    let c = servesim::plan::capacity(&loaded, &catalog, 1, 0.05).unwrap();
+    assert_eq!(c.knob, "workload.trace.speedup");
+    let base = replay("", &format!("file = \"{AZURE_CONV}\"\nformat = \"azure\"\nend_s = 300"), here()).unwrap();
+    assert!((c.rate_per_unit.unwrap() / mean_rate(&base) - 1.0).abs() < 1e-9);
+    let k = c.rate.mean;
+    assert!(k > 0.5 && k < 100.0, "speed-up {k}");
+    // It meets the objectives at the speed-up found and not at 1.2 times it (bisection precision 5%).
+    let at = |x: f64| {
+        let s = loaded.derive(&[("workload.trace.speedup".into(), toml::Value::Float(x))], "test").unwrap();
+        let setup = servesim::resolve(&s, &catalog).unwrap();
+        let slo = s.slo.clone().unwrap();
+        servesim::plan::judge(&servesim::run_setup(&setup, servesim::sweep::point_seed(1, 0, 0)).summary, &slo).meets
+    };
+    assert!(at(k));
+    assert!(!at(k * 1.2));
+}

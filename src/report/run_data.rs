@@ -83,6 +83,7 @@ impl RunData {
             serde_json::from_str(&read("timeseries.json")?).map_err(|e| bad("timeseries.json", e.to_string()))?;
         let trace = serde_json::from_str(&read("trace.json")?).map_err(|e| bad("trace.json", e.to_string()))?;
         let csv = read("requests.csv")?;
+        let class_names: Vec<&str> = scenario.workload.classes.iter().map(|c| c.name.as_str()).collect();
         let mut records = Vec::new();
         for (n, line) in csv.lines().enumerate().skip(1) {
             let f: Vec<&str> = line.split(',').collect();
@@ -116,7 +117,7 @@ impl RunData {
                 replica: if f[1].is_empty() { u32::MAX } else { u(1)? },
                 session: f.get(21).and_then(|x| x.parse().ok()).unwrap_or(u32::MAX),
                 prefix: f.get(22).and_then(|x| x.parse().ok()).unwrap_or(0),
-                class: 0,
+                class: f.get(20).and_then(|n| class_names.iter().position(|c| c == n)).unwrap_or(0) as u16,
                 clipped: f.get(23) == Some(&"1"),
                 status,
             });
