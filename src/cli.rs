@@ -205,8 +205,11 @@ fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Run(a) => cmd_run(a),
         Command::Check(a) => {
-            let (_, setup) = load(&a, None)?;
+            let (loaded, setup) = load(&a, None)?;
             print!("{}", format_check(&setup));
+            if baseline_setup(&loaded, &a)?.is_some() {
+                println!("[baseline] is valid too");
+            }
             Ok(())
         }
         Command::List(a) => {
@@ -273,6 +276,14 @@ fn dispatch(cli: Cli) -> Result<()> {
     }
 }
 
+/// The scenario's `[baseline]` variant, validated and resolved (None without one).
+fn baseline_setup(loaded: &LoadedScenario, a: &ScenarioArgs) -> Result<Option<Setup>> {
+    let Some(b) = &loaded.scenario.baseline else { return Ok(None) };
+    let over: Vec<(String, toml::Value)> = b.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let s = loaded.derive(&over, "baseline")?;
+    Ok(Some(resolve(&s, &Catalog::with_dir(a.models.as_deref())?).map_err(|e| loaded.locate(e))?))
+}
+
 /// Loads, overrides, validates and resolves a scenario.
 fn load(a: &ScenarioArgs, seed: Option<u64>) -> Result<(LoadedScenario, Setup)> {
     let catalog = Catalog::with_dir(a.models.as_deref())?;
@@ -292,13 +303,7 @@ fn cmd_run(a: RunArgs) -> Result<()> {
     let seed = setup.scenario.seed;
     let (rep, base) = rayon::join(
         || run_setup(&setup, seed),
-        || -> Result<Option<crate::Report>> {
-            let Some(b) = &loaded.scenario.baseline else { return Ok(None) };
-            let over: Vec<(String, toml::Value)> = b.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-            let s = loaded.derive(&over, "baseline")?;
-            let bs = resolve(&s, &Catalog::with_dir(a.s.models.as_deref())?).map_err(|e| loaded.locate(e))?;
-            Ok(Some(run_setup(&bs, seed)))
-        },
+        || -> Result<Option<crate::Report>> { Ok(baseline_setup(&loaded, &a.s)?.map(|bs| run_setup(&bs, seed))) },
     );
     let base = base?;
     write_run(&dir, &loaded, &rep)?;

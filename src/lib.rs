@@ -163,6 +163,9 @@ fn check_fits(s: &Scenario, w: &workload::WorkloadPlan, max_len: u32, model: &st
     let sc = &s.workload;
     for (i, c) in w.classes.iter().enumerate() {
         let cfg = sc.classes.get(i);
+        if c.joint.is_some() {
+            continue;
+        }
         let prompt = cfg.and_then(|c| c.prompt_tokens.as_ref()).or(sc.prompt_tokens.as_ref());
         let output = cfg.and_then(|c| c.output_tokens.as_ref()).or(sc.output_tokens.as_ref());
         let (Some(p), Some(o)) = (prompt.and_then(|d| d.min_value()), output.and_then(|d| d.min_value())) else {

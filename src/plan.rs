@@ -153,47 +153,119 @@ pub struct Capacity {
     pub tolerance: f64,
 }
 
-/// The knob `capacity` turns to raise the load, and its starting value.
-fn load_knob(loaded: &LoadedScenario, catalog: &Catalog) -> Result<(&'static str, f64, Option<f64>)> {
+/// The knob `capacity` and `plan` turn to set the load.
+pub struct LoadKnob {
+    /// What is varied: `workload.rate` (req/s) or `workload.trace.speedup`.
+    pub key: &'static str,
+    /// The scenario's own value.
+    pub start: f64,
+    /// Mean offered req/s per unit of the knob.
+    pub rate_per_unit: Option<f64>,
+    /// Scenario overrides that set the knob to a value.
+    overrides: Box<dyn Fn(f64) -> Vec<(String, toml::Value)> + Send + Sync>,
+}
+
+impl LoadKnob {
+    /// The overrides that set the knob to `x`.
+    pub fn set(&self, x: f64) -> Vec<(String, toml::Value)> {
+        (self.overrides)(x)
+    }
+}
+
+/// How to scale the load of a scenario: the rate of its common arrival
+/// process (a diurnal amplitude or a rate schedule scaled with it, keeping
+/// its shape), or the speed-up of a replayed trace.
+pub fn load_knob(loaded: &LoadedScenario, catalog: &Catalog) -> Result<LoadKnob> {
+    use toml::Value;
     let w = &loaded.scenario.workload;
     if let Some(t) = &w.trace {
         if t.target_rate.is_some() {
-            return Err(ConfigError::new("capacity scales a trace by its speedup, which target_rate overrides")
-                .key("workload.trace.target_rate")
-                .hint("remove target_rate (capacity reports the highest speedup and the rate it gives)")
-                .into());
+            return Err(ConfigError::new(
+                "capacity and plan scale a trace by its speedup, which target_rate overrides",
+            )
+            .key("workload.trace.target_rate")
+            .hint("remove target_rate (the result is reported as a speed-up and the rate it gives)")
+            .into());
         }
-        let base = loaded.derive(&[("workload.trace.speedup".into(), toml::Value::Float(1.0))], "capacity search")?;
+        let base = loaded.derive(&[("workload.trace.speedup".into(), Value::Float(1.0))], "capacity search")?;
         let setup = resolve(&base, catalog).map_err(|e| loaded.locate(e))?;
-        return Ok(("workload.trace.speedup", t.speedup.unwrap_or(1.0), setup.workload.offered_rate));
+        return Ok(LoadKnob {
+            key: "workload.trace.speedup",
+            start: t.speedup.unwrap_or(1.0),
+            rate_per_unit: setup.workload.offered_rate,
+            overrides: Box::new(|x| vec![("workload.trace.speedup".into(), Value::Float(x))]),
+        });
     }
-    match w.rate {
-        Some(r) if w.rate_schedule.is_empty() => Ok(("workload.rate", r, Some(1.0))),
-        _ => Err(ConfigError::new("capacity searches over workload.rate (or a trace's speedup), which this workload lacks")
+    let unusable = || -> crate::Error {
+        ConfigError::new("capacity and plan scale workload.rate (or a trace's speedup), which this workload lacks")
             .key("workload.arrival")
-            .hint("use an arrival process with a rate (poisson, gamma, weibull, deterministic), or a trace; for closed-loop users, sweep workload.closed_loop.users")
-            .into()),
+            .hint("use an arrival process with a rate (poisson, gamma, weibull, deterministic), a rate schedule or a trace; for closed-loop users, sweep workload.closed_loop.users")
+            .into()
+    };
+    if w.classes.iter().any(|c| c.own_process().is_some()) && w.classes.iter().all(|c| c.own_process().is_some()) {
+        return Err(unusable());
     }
+    if !w.rate_schedule.is_empty() {
+        let base = w.process().mean_rate().ok_or_else(unusable)?;
+        let points = w.rate_schedule.clone();
+        return Ok(LoadKnob {
+            key: "workload.rate",
+            start: base,
+            rate_per_unit: Some(1.0),
+            overrides: Box::new(move |x| {
+                let scaled: Vec<Value> = points
+                    .iter()
+                    .map(|p| {
+                        let mut t = toml::Table::new();
+                        t.insert("t_s".into(), Value::Float(p.t_s));
+                        t.insert("rate".into(), Value::Float(p.rate * x / base));
+                        Value::Table(t)
+                    })
+                    .collect();
+                vec![("workload.rate_schedule".into(), Value::Array(scaled))]
+            }),
+        });
+    }
+    let rate = w.rate.ok_or_else(unusable)?;
+    let amplitude = w.diurnal.as_ref().map(|d| d.amplitude);
+    Ok(LoadKnob {
+        key: "workload.rate",
+        start: rate,
+        rate_per_unit: Some(1.0),
+        overrides: Box::new(move |x| {
+            let mut o = vec![("workload.rate".into(), Value::Float(x))];
+            if let Some(a) = amplitude {
+                o.push(("workload.diurnal.amplitude".into(), Value::Float(a * x / rate)));
+            }
+            o
+        }),
+    })
 }
 
 /// Finds the highest load that meets the SLOs, once per replication (each
 /// with its own arrivals), to `tol` relative precision.
 pub fn capacity(loaded: &LoadedScenario, catalog: &Catalog, replications: u32, tol: f64) -> Result<Capacity> {
     let slo = slo_of(&loaded.scenario)?;
-    let (knob, start, rate_per_unit) = load_knob(loaded, catalog)?;
+    let knob = load_knob(loaded, catalog)?;
     let per: Vec<Result<f64>> = (0..replications.max(1))
         .into_par_iter()
         .map(|rep| {
             let seed = point_seed(loaded.scenario.seed, 0, rep);
             let meets = |rate: f64| -> Result<bool> {
-                let s = simulate(loaded, catalog, &[(knob.into(), toml::Value::Float(rate))], seed)?;
+                let s = simulate(loaded, catalog, &knob.set(rate), seed)?;
                 Ok(judge(&s, &slo).meets)
             };
-            bisect_up(start, tol, meets)
+            bisect_up(knob.start, tol, meets)
         })
         .collect();
     let per: Vec<f64> = per.into_iter().collect::<Result<_>>()?;
-    Ok(Capacity { knob: knob.into(), rate: Stat::of(&per), per_replication: per, rate_per_unit, tolerance: tol })
+    Ok(Capacity {
+        knob: knob.key.into(),
+        rate: Stat::of(&per),
+        per_replication: per,
+        rate_per_unit: knob.rate_per_unit,
+        tolerance: tol,
+    })
 }
 
 /// Largest x > 0 with `ok(x)`, assuming `ok` is true below some threshold and
@@ -290,9 +362,13 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
     let s = &loaded.scenario;
     let slo = slo_of(s)?;
     let pc = s.plan.clone().unwrap_or_default();
-    let rate = pc.rate.or(s.workload.rate).ok_or_else(|| {
+    let knob = load_knob(loaded, catalog)?;
+    let base_rate = knob.rate_per_unit.map(|u| u * knob.start);
+    let rate = pc.rate.or(base_rate).ok_or_else(|| {
         ConfigError::new("plan needs a target rate").key("plan.rate").hint("set [plan] rate = <requests per second>")
     })?;
+    // The knob value that offers `rate` req/s (a trace: the speed-up).
+    let knob_value = rate / knob.rate_per_unit.unwrap_or(1.0);
     let grid = crate::sweep::Grid { axes: axes(s), mode: crate::config::SweepMode::Cartesian };
     let points = grid.points();
     let seed = s.seed;
@@ -300,7 +376,7 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
         .par_iter()
         .map(|p| {
             let mut over = p.clone();
-            over.push(("workload.rate".into(), toml::Value::Float(rate)));
+            over.extend(knob.set(knob_value));
             let gpu = p
                 .iter()
                 .find(|x| x.0 == "hardware.gpu")

@@ -189,7 +189,7 @@ fn clip(max_len: u32, prompt: &mut u32, output: &mut u32) -> bool {
         return false;
     }
     let over = total - max_len as u64;
-    let from_prompt = over.min(*prompt as u64 - 1) as u32;
+    let from_prompt = over.min((*prompt as u64).saturating_sub(1)) as u32;
     *prompt -= from_prompt;
     *output -= (over - from_prompt as u64) as u32;
     true

@@ -214,3 +214,16 @@ fn capacity_of_a_trace_is_its_highest_speedup() {
     assert!(at(k));
     assert!(!at(k * 1.2));
 }
+
+#[test]
+fn a_zero_token_prompt_in_a_trace_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("z.csv"), "t,p,o\n0,10,5\n1,0,10\n").unwrap();
+    let err = replay(
+        "",
+        "file = \"z.csv\"\nformat = \"csv\"\ntime_column = \"t\"\nprompt_column = \"p\"\noutput_column = \"o\"",
+        dir.path(),
+    )
+    .unwrap_err();
+    assert!(err.contains("line 3") && err.contains("0-token prompt"), "{err}");
+}

@@ -382,3 +382,101 @@ fn open_loop_source_holds_no_per_request_state() {
     assert_eq!(first, again, "deterministic");
     let _ = setup;
 }
+
+/// Configurations that once panicked, hung or misreported.
+#[test]
+fn bad_combinations_are_refused_with_the_key() {
+    let lengths = "prompt_tokens = { dist = \"fixed\", value = 10 }\noutput_tokens = { dist = \"fixed\", value = 5 }";
+    for (workload, key) in [
+        (format!("arrival = \"gamma\"\nrate = 1\ncv = 1e200\n{lengths}"), "workload.cv"),
+        (
+            "rate = 1\nprompt_tokens = { dist = \"lognormal\", mean = 100, cv = 1e200 }\noutput_tokens = { dist = \"fixed\", value = 5 }".to_string(),
+            "workload.prompt_tokens",
+        ),
+        (
+            format!("arrival = \"offline\"\n{lengths}\n[workload.sessions]\nturns = {{ dist = \"fixed\", value = 3 }}"),
+            "workload.sessions",
+        ),
+        (
+            format!(
+                "rate = 5\nrescale_to_rate = true\n{lengths}\n[[workload.classes]]\nname = \"a\"\nweight = 1\n[[workload.classes]]\nname = \"b\"\nrate = 2"
+            ),
+            "workload.rescale_to_rate",
+        ),
+        (
+            format!(
+                "arrival = \"closed-loop\"\nclosed_loop = {{ users = 2 }}\n{lengths}\n[[workload.classes]]\nname = \"a\"\nrate = 2"
+            ),
+            "workload.classes",
+        ),
+        (
+            format!(
+                "rate = 5\n{lengths}\n[[workload.classes]]\nname = \"a\"\nweight = 1\nslo = {{ ttft_ms = 100, percentile = 90 }}"
+            ),
+            "workload.classes[0].slo.percentile",
+        ),
+        (format!("rate = 5\n{lengths}\n[[workload.classes]]\nname = \"a,b\"\nweight = 1"), "workload.classes[0].name"),
+    ] {
+        let text = format!("num_requests = 10\n[model]\nname = \"llama-3.1-8b\"\n[workload]\n{workload}\n");
+        let err = load_scenario_str(&text, Path::new("t.toml"), &[]).expect_err(&workload);
+        assert_eq!(err.key.as_deref(), Some(key), "{err}");
+        assert!(err.line.is_some() && err.hint.is_some(), "{err}");
+    }
+}
+
+#[test]
+fn closed_loop_users_refused_every_time_do_not_spin() {
+    // Every prompt (from a length table, which validation cannot see into)
+    // exceeds the context: each request is refused at once, and the users
+    // retry a millisecond later instead of at the same instant.
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("long.csv");
+    std::fs::write(&table, "p,o\n5000,10\n6000,20\n").unwrap();
+    let toml = format!(
+        "duration_s = 2\n{SIM}[workload]\narrival = \"closed-loop\"\nclosed_loop = {{ users = 3 }}\n\
+         lengths = {{ file = {:?}, prompt_column = \"p\", output_column = \"o\" }}\n",
+        table.to_str().unwrap()
+    );
+    let rep = run(&toml, &["engine.max_model_len=4096"]);
+    let n = rep.output.records.len();
+    assert!(n > 100 && n <= 3 * 2001, "{n} requests");
+    assert_eq!(rep.summary.metrics.completed, 0);
+}
+
+#[test]
+fn attainment_per_objective_counts_only_classes_that_set_it() {
+    let toml = format!(
+        "num_requests = 2000\n{SIM}[workload]\nrate = 20\nprompt_tokens = {{ dist = \"uniform\", min = 10, max = 300 }}\n\
+         output_tokens = {{ dist = \"uniform\", min = 2, max = 40 }}\n\
+         [[workload.classes]]\nname = \"a\"\nweight = 1\nslo = {{ ttft_ms = 30 }}\n\
+         [[workload.classes]]\nname = \"b\"\nweight = 1\nslo = {{ e2e_ms = 150 }}\n"
+    );
+    let rep = run(&toml, &[]);
+    let slo = rep.summary.metrics.slo.as_ref().unwrap();
+    let (t, e) = (slo.ttft_attainment.unwrap(), slo.e2e_attainment.unwrap());
+    assert!(t <= 1.0 && e <= 1.0 && slo.attainment <= 1.0, "{slo:?}");
+    let classes = rep.summary.classes.as_ref().unwrap();
+    assert_eq!(t, classes.get("a").unwrap().metrics.slo.as_ref().unwrap().ttft_attainment.unwrap());
+    assert_eq!(e, classes.get("b").unwrap().metrics.slo.as_ref().unwrap().e2e_attainment.unwrap());
+    assert!(slo.ttft_ms.is_none(), "objectives differ by class: none shown for the pool");
+}
+
+#[test]
+fn capacity_scales_a_diurnal_curve_and_a_rate_schedule_whole() {
+    let catalog = servesim::Catalog::builtin().unwrap();
+    for w in [
+        "rate = 40\ndiurnal = { amplitude = 30, period_s = 100 }",
+        "[[workload.rate_schedule]]\nt_s = 0\nrate = 10\n[[workload.rate_schedule]]\nt_s = 100\nrate = 70",
+    ] {
+        let (head, tail) =
+            w.split_once("[[").map_or((w.to_string(), String::new()), |(a, b)| (a.to_string(), format!("[[{b}")));
+        let text = format!(
+            "duration_s = 200\n{SIM}[slo]\nttft_ms = 50\n[workload]\n{head}\nprompt_tokens = {{ dist = \"fixed\", value = 50 }}\n\
+             output_tokens = {{ dist = \"fixed\", value = 4 }}\n{tail}\n"
+        );
+        let loaded = load_scenario_str(&text, Path::new("t.toml"), &[]).unwrap_or_else(|e| panic!("{e}"));
+        let c = servesim::plan::capacity(&loaded, &catalog, 1, 0.1).unwrap_or_else(|e| panic!("{w}: {e}"));
+        assert_eq!(c.knob, "workload.rate");
+        assert!(c.rate.mean > 1.0 && c.rate.mean.is_finite(), "{w}: {}", c.rate.mean);
+    }
+}

@@ -109,25 +109,78 @@ pub fn parse_value(raw: &str) -> toml::Value {
     }
 }
 
-/// Sets a dotted key in a TOML table, creating intermediate tables.
+/// Splits `name[3]` into ("name", Some(3)).
+fn indexed(part: &str) -> Result<(&str, Option<usize>), ConfigError> {
+    match part.split_once('[') {
+        None => Ok((part, None)),
+        Some((name, rest)) => {
+            let idx = rest.strip_suffix(']').and_then(|i| i.parse::<usize>().ok()).ok_or_else(|| {
+                ConfigError::new(format!("bad index in `{part}`")).hint("write list entries as name[0], name[1], ...")
+            })?;
+            Ok((name, Some(idx)))
+        }
+    }
+}
+
+/// Sets a dotted key in a TOML table, creating intermediate tables. A
+/// segment `name[i]` addresses entry i of an existing array (for example
+/// `workload.classes[1].weight`).
 pub fn set_value(table: &mut toml::Table, key: &str, value: toml::Value) -> Result<(), ConfigError> {
     let parts: Vec<&str> = key.split('.').collect();
     if parts.iter().any(|p| p.is_empty()) {
         return Err(ConfigError::new(format!("empty segment in key path `{key}`"))
             .hint("write dotted keys like engine.max_num_seqs"));
     }
+    let not_table = |p: &str| {
+        ConfigError::new(format!("`{p}` is not a table"))
+            .hint(format!("`{p}` holds a value; set `{p}` itself, not a key below it"))
+    };
+    let check_index = |n: usize, name: &str, i: usize| {
+        if i < n {
+            Ok(())
+        } else {
+            Err(ConfigError::new(format!("`{name}` has {n} entries, so there is no `{name}[{i}]`"))
+                .hint(format!("use an index from 0 to {}", n.saturating_sub(1))))
+        }
+    };
     let mut cur = table;
     for p in &parts[..parts.len() - 1] {
-        let entry = cur.entry(p.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        cur = match entry {
-            toml::Value::Table(t) => t,
-            _ => {
-                return Err(ConfigError::new(format!("`{p}` is not a table"))
-                    .hint(format!("`{p}` holds a value; set `{p}` itself, not a key below it")));
+        let (name, idx) = indexed(p)?;
+        let entry = cur.entry(name.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let entry = match (idx, entry) {
+            (None, e) => e,
+            (Some(i), toml::Value::Array(arr)) => {
+                check_index(arr.len(), name, i)?;
+                &mut arr[i]
+            }
+            (Some(_), _) => {
+                return Err(
+                    ConfigError::new(format!("`{name}` is not a list")).hint(format!("drop the index after `{name}`"))
+                );
             }
         };
+        cur = match entry {
+            toml::Value::Table(t) => t,
+            _ => return Err(not_table(p)),
+        };
     }
-    cur.insert(parts[parts.len() - 1].to_string(), value);
+    let (name, idx) = indexed(parts[parts.len() - 1])?;
+    match idx {
+        None => {
+            cur.insert(name.to_string(), value);
+        }
+        Some(i) => match cur.get_mut(name) {
+            Some(toml::Value::Array(arr)) => {
+                check_index(arr.len(), name, i)?;
+                arr[i] = value;
+            }
+            _ => {
+                return Err(
+                    ConfigError::new(format!("`{name}` is not a list")).hint(format!("drop the index after `{name}`"))
+                );
+            }
+        },
+    }
     Ok(())
 }
 
@@ -138,8 +191,15 @@ pub fn locate_key(text: &str, key: &str) -> Option<usize> {
     let mut table = root.get_ref();
     let mut best = None;
     for part in key.split('.') {
-        let (k, v) = table.iter().find(|(k, _)| k.get_ref().as_ref() == part)?;
+        let (name, idx) = indexed(part).ok()?;
+        let Some((k, v)) = table.iter().find(|(k, _)| k.get_ref().as_ref() == name) else { break };
         best = Some(v.span().start.max(k.span().start));
+        let mut v = v;
+        if let (Some(i), toml::de::DeValue::Array(items)) = (idx, v.get_ref()) {
+            let Some(item) = items.get(i) else { break };
+            best = Some(item.span().start);
+            v = item;
+        }
         match v.get_ref() {
             toml::de::DeValue::Table(t) => table = t,
             _ => break,

@@ -653,10 +653,10 @@ fn check_length(key: &str, d: &LengthDist, allow_zero: bool) -> Check {
                 if !(m.is_finite() && *m >= 1.0) {
                     return fail(key, format!("mean must be at least 1 token, got {m}"), "set mean >= 1");
                 }
-                if !(c.is_finite() && *c > 0.0) {
+                if !(c.is_finite() && *c > 0.0 && *c <= 100.0) {
                     return fail(
                         key,
-                        format!("cv must be positive, got {c}"),
+                        format!("cv must be in (0, 100], got {c}"),
                         "set cv > 0 (use dist = \"fixed\" for no spread)",
                     );
                 }
@@ -665,8 +665,8 @@ fn check_length(key: &str, d: &LengthDist, allow_zero: bool) -> Check {
                 if !(m.is_finite() && *m >= 1.0) {
                     return fail(key, format!("median must be at least 1 token, got {m}"), "set median >= 1");
                 }
-                if !(s.is_finite() && *s > 0.0) {
-                    return fail(key, format!("sigma must be positive, got {s}"), "set sigma > 0");
+                if !(s.is_finite() && *s > 0.0 && *s <= 10.0) {
+                    return fail(key, format!("sigma must be in (0, 10], got {s}"), "set sigma > 0");
                 }
             }
             _ => {
@@ -741,7 +741,10 @@ fn check_time(key: &str, d: &TimeDist) -> Check {
         }
         TimeDist::Lognormal { mean, cv } => {
             positive(key, mean)?;
-            positive(key, cv)
+            if !(cv > 0.0 && cv <= 100.0) {
+                return fail(key, format!("cv must be in (0, 100], got {cv}"), "use e.g. cv = 1.0");
+            }
+            Ok(())
         }
     }
 }
@@ -767,13 +770,16 @@ fn check_process(key: &str, p: &ProcessConfig<'_>) -> Check {
     let k = |s: &str| if key.is_empty() { s.to_string() } else { format!("{key}.{s}") };
     let renewal =
         matches!(p.kind, ArrivalKind::Poisson | ArrivalKind::Gamma | ArrivalKind::Weibull | ArrivalKind::Deterministic);
-    if !renewal && p.rate.is_some() && p.kind != ArrivalKind::Trace {
+    if !renewal && p.rate.is_some() {
         return fail(
             &k("rate"),
             format!("is not used by arrival = \"{}\"", p.kind.as_str()),
             match p.kind {
                 ArrivalKind::OnOff => "set the rates in [on_off] (on_rate, off_rate) and remove rate",
                 ArrivalKind::Offline => "remove rate: offline requests all arrive at t = 0",
+                ArrivalKind::Trace => {
+                    "remove rate: the trace sets the arrivals (scale them with speedup or target_rate)"
+                }
                 _ => "remove rate, or pick arrival = \"poisson\"",
             },
         );
@@ -804,8 +810,21 @@ fn check_process(key: &str, p: &ProcessConfig<'_>) -> Check {
                     "set cv = 2.0 (burstier than Poisson) or burstiness = 0.25",
                 );
             }
-            (Some(v), None) => positive(&k("cv"), v)?,
-            (None, Some(b)) => positive(&k("burstiness"), b)?,
+            (Some(v), None) if !(0.001..=30.0).contains(&v) => {
+                return fail(
+                    &k("cv"),
+                    format!("must be between 0.001 and 30 for gamma gaps, got {v}"),
+                    "use e.g. cv = 2.0",
+                );
+            }
+            (None, Some(b)) if !(0.001..=1e6).contains(&b) => {
+                return fail(
+                    &k("burstiness"),
+                    format!("must be between 0.001 and 1e6, got {b}"),
+                    "use e.g. burstiness = 0.25",
+                );
+            }
+            _ => {}
         },
         ArrivalKind::Weibull => {
             if p.burstiness.is_some() {
@@ -930,6 +949,19 @@ impl WorkloadConfig {
     /// Checks every workload value, given the run length.
     pub(super) fn validate(&self, num_requests: Option<u64>, duration_s: Option<f64>, warmup_s: f64) -> Check {
         let kind = self.arrival_kind();
+        if matches!(kind, ArrivalKind::Offline | ArrivalKind::ClosedLoop)
+            && !self.classes.is_empty()
+            && self.classes.iter().all(|c| c.own_process().is_some())
+        {
+            return fail(
+                "workload.classes",
+                format!(
+                    "arrival = \"{}\" sends requests of the classes that have a weight, and none has one",
+                    kind.as_str()
+                ),
+                "give at least one class a weight",
+            );
+        }
         let uses_common = self.classes.is_empty() || self.classes.iter().any(|c| c.own_process().is_none());
         if uses_common {
             check_process("workload", &self.process())?;
@@ -942,6 +974,14 @@ impl WorkloadConfig {
         }
         match kind {
             ArrivalKind::Offline => {
+                if self.sessions.is_some() || self.classes.iter().any(|c| c.own_process().is_some()) {
+                    return fail(
+                        if self.sessions.is_some() { "workload.sessions" } else { "workload.classes" },
+                        "offline requests all arrive at t = 0: later session turns and classes with their own \
+                         arrival process cannot be combined with them",
+                        "use an open-loop process (e.g. arrival = \"poisson\") or a closed loop instead",
+                    );
+                }
                 if warmup_s > 0.0 {
                     return fail(
                         "warmup_s",
@@ -1047,6 +1087,16 @@ impl WorkloadConfig {
     }
 
     fn check_ramp(&self, num_requests: Option<u64>) -> Check {
+        if (self.ramp_up.is_some() || self.rescale_to_rate)
+            && (self.sessions.is_some() || self.classes.iter().any(|c| c.own_process().is_some()))
+        {
+            return fail(
+                if self.ramp_up.is_some() { "workload.ramp_up" } else { "workload.rescale_to_rate" },
+                "ramp-up and rescaling count the requests of the common process, so they cannot be combined with \
+                 sessions or classes that have their own arrival process",
+                "remove them, or give every class a weight instead of its own process",
+            );
+        }
         let renewal = matches!(
             self.arrival_kind(),
             ArrivalKind::Poisson | ArrivalKind::Gamma | ArrivalKind::Weibull | ArrivalKind::Deterministic
@@ -1161,6 +1211,13 @@ impl WorkloadConfig {
             if c.name.trim().is_empty() {
                 return fail(&k("name"), "is empty", "name the class, e.g. name = \"chat\"");
             }
+            if c.name.contains([',', '"', '\n', '\r']) {
+                return fail(
+                    &k("name"),
+                    format!("class name {:?} contains a comma, quote or line break", c.name),
+                    "use letters, digits, '-' or '_'",
+                );
+            }
             if !seen.insert(c.name.as_str()) {
                 return fail(
                     &k("name"),
@@ -1234,6 +1291,13 @@ impl WorkloadConfig {
                 }
             }
             if let Some(s) = &c.slo {
+                if s.percentile.is_some() || s.min_attainment.is_some() {
+                    return fail(
+                        &k(if s.percentile.is_some() { "slo.percentile" } else { "slo.min_attainment" }),
+                        "the rule for capacity and plan applies to every class alike",
+                        "set percentile or min_attainment in [slo], and only objectives (ttft_ms, tpot_ms, e2e_ms) in a class",
+                    );
+                }
                 check_slo(&k("slo"), s)?;
             }
             if c.prefix_group.is_some() && c.prefix_tokens == 0 {

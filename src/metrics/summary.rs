@@ -227,6 +227,8 @@ pub struct WorkloadSummary {
     pub process: String,
     /// Long-run mean offered arrival rate, per second (null for closed-loop and offline).
     pub offered_rate: Option<f64>,
+    /// What `offered_rate` counts: "requests", or "sessions" with multi-turn sessions.
+    pub offered_rate_unit: String,
     /// Arrival rate over the run: requests / time of the last arrival (null with fewer than 2).
     pub observed_arrival_rate: Option<f64>,
     /// Closed-loop users (null for open loop).
@@ -369,8 +371,8 @@ impl Columns {
                 }
                 if let Some(slo) = slo {
                     let checks = slo_checks(slo, r);
-                    for (k, c) in checks.iter().enumerate() {
-                        self.ok[k] += *c as u64;
+                    for (k, (c, o)) in checks.iter().zip([slo.ttft_ms, slo.tpot_ms, slo.e2e_ms]).enumerate() {
+                        self.ok[k] += (*c && o.is_some()) as u64;
                     }
                     self.good += checks.iter().all(|&c| c) as u64;
                 }
@@ -524,7 +526,9 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
     for g in groups.iter().rev() {
         all.append(g);
     }
-    let metrics = all.finish(&out.itl, duration, s.slo.as_ref());
+    // The pooled objectives are `[slo]`'s unless a class sets its own (then null).
+    let uniform = s.workload.classes.iter().all(|c| c.slo.is_none());
+    let metrics = all.finish(&out.itl, duration, s.slo.as_ref().filter(|_| uniform));
     let out_tok = metrics.total_output_tokens;
     let completed = metrics.completed;
     let n_rep = s.hardware.replicas as f64;
@@ -581,6 +585,7 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
     let workload = WorkloadSummary {
         process: plan.process.clone(),
         offered_rate: plan.offered_rate,
+        offered_rate_unit: if plan.sessions.is_some() { "sessions".into() } else { "requests".into() },
         observed_arrival_rate: (out.records.len() > 1 && last_arrival > 0.0)
             .then(|| out.records.len() as f64 / last_arrival),
         users: plan.closed_loop.as_ref().map(|c| c.0),

@@ -47,7 +47,12 @@ pub fn format_summary(s: &Summary) -> String {
         "Arrivals",
         match (w.offered_rate, w.users) {
             (_, Some(u)) => format!("{} ({u} users)", w.process),
-            (Some(r), _) => format!("{} at {} req/s", w.process, num(r, 2)),
+            (Some(r), _) => format!(
+                "{} at {} {}/s",
+                w.process,
+                num(r, 2),
+                if w.offered_rate_unit == "sessions" { "sessions" } else { "req" }
+            ),
             _ => w.process.clone(),
         },
     );

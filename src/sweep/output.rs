@@ -122,6 +122,11 @@ fn value_text(v: &serde_json::Value) -> String {
     }
 }
 
+/// Grid axes that set the load rather than the configuration: each chart
+/// line (family) joins the points that differ only in these.
+pub const LOAD_KEYS: [&str; 4] =
+    ["workload.rate", "workload.closed_loop.users", "workload.trace.speedup", "workload.trace.target_rate"];
+
 /// The sweep chart data of each point that ran.
 pub fn chart_points(points: &[PointResult], base_rate: Option<f64>) -> Vec<SweepPoint> {
     points
@@ -131,11 +136,16 @@ pub fn chart_points(points: &[PointResult], base_rate: Option<f64>) -> Vec<Sweep
             family: p
                 .params
                 .iter()
-                .filter(|(k, _)| k != "workload.rate")
+                .filter(|(k, _)| !LOAD_KEYS.contains(&k.as_str()))
                 .map(|(k, v)| format!("{}={}", k.rsplit('.').next().unwrap_or(k), value_text(v)))
                 .collect::<Vec<_>>()
                 .join(", "),
-            rate: p.param_f64("workload.rate").or(base_rate),
+            // Offered load: the swept or configured rate; for closed-loop users
+            // and trace replays, the arrival rate the run observed.
+            rate: p.param_f64("workload.rate").or(base_rate).or_else(|| {
+                let r = p.get("workload.observed_arrival_rate");
+                r.is_finite().then_some(r)
+            }),
             output_throughput: p.get("output_throughput"),
             output_throughput_per_gpu: p.get("output_throughput_per_gpu"),
             ttft_p50: p.get("median_ttft_ms"),
@@ -226,7 +236,7 @@ pub fn write_outputs(dir: &Path, manifest: &SweepManifest, points: &[PointResult
 pub fn write_charts(dir: &Path, manifest: &SweepManifest, points: &[PointResult]) -> Result<()> {
     let base = manifest.loaded()?;
     let ttft_slo = base.scenario.slo.as_ref().and_then(|s| s.ttft_ms);
-    let cp = chart_points(points, base.scenario.workload.rate);
+    let cp = chart_points(points, base.scenario.workload.rate.filter(|_| base.scenario.workload.trace.is_none()));
     let name = &manifest.scenario;
     let figs = [
         (

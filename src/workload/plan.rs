@@ -271,6 +271,14 @@ fn process_name(s: &Scenario) -> String {
     if w.ramp_up.is_some() {
         name.push_str(" with ramp-up");
     }
+    let own = w.classes.iter().filter(|c| c.own_process().is_some()).count();
+    if own > 0 {
+        name = if own == w.classes.len() {
+            "per-class processes".into()
+        } else {
+            format!("{name} + {own} class process{}", if own > 1 { "es" } else { "" })
+        };
+    }
     if w.sessions.is_some() {
         name.push_str(", multi-turn sessions");
     }
@@ -441,6 +449,16 @@ fn trace_plan(
         read_trace(ld.base, &t.file, t.format, cols.as_ref(), t.on_bad_row == OnBadRow::Skip, "workload.trace.file")?;
     ld.note(&tr, &t.file);
     let rows = &tr.rows;
+    if let Some(r) = rows.iter().find(|r| r.prompt == 0) {
+        return Err(ConfigError::new(format!("row at line {} of {} has a 0-token prompt", r.line, t.file))
+            .key("workload.trace.file")
+            .hint("a request needs at least one prompt token: fix or remove the row"));
+    }
+    if let Some(l) = tr.class_names.iter().find(|l| l.contains([',', '"', '\n', '\r'])) {
+        return Err(ConfigError::new(format!("class label {l:?} in {} contains a comma, quote or line break", t.file))
+            .key("workload.trace.class_column")
+            .hint("use class labels made of letters, digits, '-' or '_'"));
+    }
     let lo = rows.partition_point(|r| r.t < t.start_s);
     let hi = t.end_s.map_or(rows.len(), |e| rows.partition_point(|r| r.t < e));
     if lo >= hi {

@@ -218,7 +218,7 @@ impl Process {
                         continue;
                     }
                     t = cand;
-                    if rng.random::<f64>() * lmax <= f.rate(t) {
+                    if rng.random::<f64>() * lmax < f.rate(t) {
                         return Some(t);
                     }
                 }

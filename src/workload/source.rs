@@ -309,8 +309,13 @@ impl Source {
         let (prompt, output, prefix) = if conv.turns_left == 0 {
             // A new conversation.
             conv.class = fixed.unwrap_or_else(|| self.pick_class());
-            conv.session = self.next_session;
-            self.next_session = self.next_session.wrapping_add(1);
+            if self.plan.sessions.is_some() || !conv.user {
+                conv.session = self.next_session;
+                self.next_session = self.next_session.wrapping_add(1);
+            } else {
+                // A closed-loop user without multi-turn sessions: the user is the session.
+                conv.session = slot;
+            }
             conv.turns_left = match &self.plan.sessions {
                 Some(s) => s.turns.sample(&mut self.rng_turns).max(1),
                 None => 1,
@@ -347,7 +352,8 @@ impl Source {
                 self.send_turn(t, p.slot, None)
             }
             From::Trace => {
-                let tp = self.plan.trace.clone().expect("trace");
+                let plan = self.plan.clone();
+                let tp = plan.trace.as_ref().expect("trace");
                 let (_, i) = self.trace_next.expect("trace row");
                 let row = tp.trace.rows[i];
                 let class = if row.class == u32::MAX || tp.class_map.is_empty() {
@@ -394,7 +400,13 @@ impl Source {
             self.schedule(t + think, slot);
         } else if conv.user {
             self.slots[slot as usize].turns_left = 0;
-            let think = self.plan.closed_loop.as_ref().map_or(0.0, |(_, th)| th.sample(&mut self.rng_think));
+            let mut think = self.plan.closed_loop.as_ref().map_or(0.0, |(_, th)| th.sample(&mut self.rng_think));
+            if !ok {
+                // A refused user retries after its think time, at least 1 ms
+                // later (else a run where every request is refused would
+                // spin at one instant forever).
+                think = think.max(1e-3);
+            }
             self.schedule(t + think, slot);
         } else {
             self.free_slots.push(slot);
