@@ -269,7 +269,15 @@ fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> Dr
             .map(|&(x, y)| (x, ty(y)))
             .collect();
         let color = s.color;
-        let width = if s.bold { 3 } else { 2 };
+        // Thick polylines get miter spikes at sharp turns: dense series (time
+        // series with hundreds of points) are drawn 1 px wide.
+        let width = if data.len() > 300 {
+            1
+        } else if s.bold {
+            3
+        } else {
+            2
+        };
         if s.line {
             let ann = chart.draw_series(LineSeries::new(data.clone(), color.stroke_width(width)))?;
             ann.label(&s.name).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));

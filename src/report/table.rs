@@ -146,6 +146,15 @@ pub fn format_summary(s: &Summary) -> String {
     let c = &s.cost;
     row(&mut o, "GPU-hours ($/GPU-hour)", format!("{} (${})", num(c.gpu_hours, 3), num(c.price_per_gpu_hour, 2)));
     row(&mut o, "$ per 1M output tokens", num(c.usd_per_million_output_tokens, 3));
+    row(
+        &mut o,
+        "$ per 1,000 completed requests",
+        format!(
+            "{} ({} requests/hour)",
+            num(c.usd_per_completed_request * 1000.0, 3),
+            num(m.request_throughput * 3600.0, 0)
+        ),
+    );
     if let Some(x) = c.usd_per_slo_met_request {
         row(&mut o, "$ per SLO-meeting request", format!("{x:.6}"));
     }
