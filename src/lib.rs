@@ -140,6 +140,8 @@ pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
         chunked_prefill: e.chunked_prefill,
         block_size: e.block_size,
         num_blocks: memory.num_blocks,
+        keyed_queue: e.queue_order != config::QueueOrder::Fcfs,
+        max_waiting: e.max_waiting.unwrap_or(u32::MAX),
     };
     let price_per_gpu_hour = s.hardware.price_per_gpu_hour.unwrap_or(gpu.price_per_hour);
     let mut scenario = s.clone();

@@ -10,7 +10,7 @@
 
 use crate::Setup;
 use crate::cluster::{ReplicaLoad, Router};
-use crate::config::CostModelKind;
+use crate::config::{CostModelKind, QueueOrder};
 use crate::cost::{ConstantStep, ExponentialStep, Roofline, StepCostModel};
 use crate::engine::{Replica, ReplicaStats, Sinks, Span};
 use crate::metrics::{LogHistogram, RejectReason, RequestRecord, Status};
@@ -113,6 +113,7 @@ enum Kind {
     StepEnd = 0,
     Admit = 1,
     Wake = 2,
+    Timeout = 3,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -239,6 +240,9 @@ pub fn simulate_with<C: StepCostModel>(
     let mut done: Vec<u32> = Vec::new();
     let max_len = setup.memory.max_model_len;
     let clip_long = setup.workload.clip;
+    let keyer = Keyer::new(setup, seed);
+    let mut limits = Limits::new(setup);
+    let max_wait = s.engine.max_wait_s;
     let mut completed = 0u64;
     let mut heap: BinaryHeap<Event> = BinaryHeap::new();
     let mut wake_pending = vec![false; n_rep];
@@ -251,6 +255,18 @@ pub fn simulate_with<C: StepCostModel>(
     let mut last_step_end = f64::NAN;
     let mut trace: Vec<Span> = Vec::new();
     let mut sampler = Sampler { next: 0.0, interval: 0.05, samples: Vec::new() };
+
+    // Refuses a request already counted in the system.
+    macro_rules! refuse {
+        ($id:expr, $why:expr) => {{
+            let id: u32 = $id;
+            records[id as usize].status = Status::Rejected($why);
+            in_system -= 1;
+            if notify {
+                requests.done(id, now, false);
+            }
+        }};
+    }
 
     macro_rules! sinks {
         () => {
@@ -292,7 +308,10 @@ pub fn simulate_with<C: StepCostModel>(
             rec.session = a.session;
             rec.prefix = a.prefix.min(a.prompt);
             rec.clipped = clipped;
-            if let Some(reason) = reject_reason(setup, a.prompt, a.output) {
+            let refused = reject_reason(setup, a.prompt, a.output).or_else(|| {
+                limits.take(a.class, now, a.prompt as f64 + a.output as f64).then_some(RejectReason::RateLimited)
+            });
+            if let Some(reason) = refused {
                 rec.status = Status::Rejected(reason);
                 records.push(rec);
                 if notify {
@@ -302,19 +321,43 @@ pub fn simulate_with<C: StepCostModel>(
             }
             records.push(rec);
             in_system += 1;
+            if let Some(w) = max_wait {
+                heap.push(Event { t: now + w, kind: Kind::Timeout, key: id });
+            }
             let delay = pre_fixed + pre_tok * a.prompt as f64;
             if delay > 0.0 {
                 heap.push(Event { t: now + delay, kind: Kind::Admit, key: id });
                 continue;
             }
-            admit(id, now, &mut records, &mut replicas, &mut router, &mut heap, &mut wake_pending);
+            let key = keyer.key(id, &records[id as usize]);
+            if !admit(id, key, now, &mut records, &mut replicas, &mut router, &mut heap, &mut wake_pending) {
+                refuse!(id, RejectReason::QueueFull);
+            }
             continue;
         }
         let e = heap.pop().expect("event");
         area += in_system as f64 * (e.t - now);
         now = e.t;
         match e.kind {
-            Kind::Admit => admit(e.key, now, &mut records, &mut replicas, &mut router, &mut heap, &mut wake_pending),
+            Kind::Admit => {
+                // A request whose client gave up during preprocessing is gone.
+                if records[e.key as usize].status == Status::InFlight {
+                    let key = keyer.key(e.key, &records[e.key as usize]);
+                    if !admit(e.key, key, now, &mut records, &mut replicas, &mut router, &mut heap, &mut wake_pending) {
+                        refuse!(e.key, RejectReason::QueueFull);
+                    }
+                }
+            }
+            Kind::Timeout => {
+                let rec = &records[e.key as usize];
+                if rec.status == Status::InFlight && rec.first_scheduled.is_nan() {
+                    let r = rec.replica;
+                    refuse!(e.key, RejectReason::TimedOut);
+                    if r != u32::MAX {
+                        replicas[r as usize].cancel_waiting(now);
+                    }
+                }
+            }
             Kind::Wake => {
                 let r = e.key as usize;
                 wake_pending[r] = false;
@@ -396,22 +439,105 @@ pub fn simulate_with<C: StepCostModel>(
     }
 }
 
+/// Routes request `id` to a replica and queues it there with sort key
+/// `key`; false when that replica's queue is full.
+#[allow(clippy::too_many_arguments)]
 fn admit<C: StepCostModel>(
     id: u32,
+    key: f64,
     now: f64,
     records: &mut [RequestRecord],
     replicas: &mut [Replica<C>],
     router: &mut Router,
     heap: &mut BinaryHeap<Event>,
     wake_pending: &mut [bool],
-) {
+) -> bool {
     let r = router.pick(replicas);
     let rec = &mut records[id as usize];
     rec.admitted = now;
     rec.replica = r as u32;
-    replicas[r].enqueue(now, id);
+    if !replicas[r].enqueue(now, id, key) {
+        return false;
+    }
     if !replicas[r].is_busy() && !wake_pending[r] {
         wake_pending[r] = true;
         heap.push(Event { t: now, kind: Kind::Wake, key: r as u32 });
+    }
+    true
+}
+
+/// The waiting-queue sort key of each request (lower is served first).
+struct Keyer {
+    order: QueueOrder,
+    aging: Option<f64>,
+    sigma: f64,
+    seed: u64,
+    priority: Vec<f64>,
+    ttft: Vec<f64>,
+}
+
+impl Keyer {
+    fn new(setup: &Setup, seed: u64) -> Self {
+        let e = &setup.scenario.engine;
+        let classes = &setup.workload.classes;
+        Keyer {
+            order: e.queue_order,
+            aging: e.priority_aging_s,
+            sigma: e.prediction_error,
+            seed: stream_seed(seed, 200),
+            priority: classes.iter().map(|c| c.priority as f64).collect(),
+            ttft: classes.iter().map(|c| c.slo.as_ref().and_then(|x| x.ttft_ms).map_or(1e12, |t| t * 1e-3)).collect(),
+        }
+    }
+
+    #[inline]
+    fn key(&self, id: u32, r: &RequestRecord) -> f64 {
+        let c = r.class as usize;
+        match self.order {
+            QueueOrder::Fcfs => 0.0,
+            // Effective priority p + waited/aging orders like p − arrival/aging
+            // at any instant, so the key does not change while waiting.
+            QueueOrder::Priority => match self.aging {
+                Some(a) => r.arrival / a - self.priority[c],
+                None => r.arrival - self.priority[c] * 1e12,
+            },
+            QueueOrder::ShortestPrompt => r.prompt as f64,
+            QueueOrder::ShortestJob => {
+                if self.sigma == 0.0 {
+                    r.output as f64
+                } else {
+                    // A lognormal prediction error, deterministic per request.
+                    let u = ((stream_seed(self.seed, id as u64) >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+                    let z = statrs::function::erf::erfc_inv(2.0 * u) * -std::f64::consts::SQRT_2;
+                    r.output as f64 * (self.sigma * z - self.sigma * self.sigma / 2.0).exp()
+                }
+            }
+            QueueOrder::Edf => r.arrival + self.ttft[c],
+        }
+    }
+}
+
+/// Token buckets of the classes with a token rate limit.
+struct Limits {
+    buckets: Vec<Option<(f64, f64, f64, f64)>>,
+}
+
+impl Limits {
+    fn new(setup: &Setup) -> Self {
+        Limits { buckets: setup.workload.classes.iter().map(|c| c.token_limit.map(|(r, b)| (r, b, b, 0.0))).collect() }
+    }
+
+    /// Takes `tokens` from class `c`'s bucket at `now`; true when the limit refuses them.
+    #[inline]
+    fn take(&mut self, c: u16, now: f64, tokens: f64) -> bool {
+        let Some(Some((rate, cap, level, last))) = self.buckets.get_mut(c as usize) else { return false };
+        *level = (*level + *rate * (now - *last)).min(*cap);
+        *last = now;
+        if *level >= tokens {
+            *level -= tokens;
+            false
+        } else {
+            true
+        }
     }
 }

@@ -249,6 +249,39 @@ pub struct EngineConfig {
     pub preprocess_ms: f64,
     /// Preprocessing delay per prompt token, microseconds.
     pub preprocess_us_per_token: f64,
+    /// Order of the waiting queue.
+    pub queue_order: QueueOrder,
+    /// `priority` order: a waiting request gains one priority level per this
+    /// many seconds waited, so low priority cannot starve (absent: strict priority).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority_aging_s: Option<f64>,
+    /// `shortest-job` order: the output length is predicted with a
+    /// multiplicative lognormal error of this sigma (0: known exactly).
+    pub prediction_error: f64,
+    /// Most requests waiting per replica; more are refused (`queue_full`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_waiting: Option<u32>,
+    /// A request not scheduled within this many seconds of its arrival is
+    /// abandoned by its client (`timed_out`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_wait_s: Option<f64>,
+}
+
+/// Order of a replica's waiting queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum QueueOrder {
+    /// First come first served (vLLM's default).
+    #[default]
+    Fcfs,
+    /// Higher class priority first, with aging; ties first come first served.
+    Priority,
+    /// Shortest prompt first.
+    ShortestPrompt,
+    /// Shortest (predicted) output first.
+    ShortestJob,
+    /// Earliest deadline first: arrival + the class's TTFT objective.
+    Edf,
 }
 
 impl Default for EngineConfig {
@@ -264,6 +297,11 @@ impl Default for EngineConfig {
             memory_reserve_gb: 1.0,
             preprocess_ms: 0.0,
             preprocess_us_per_token: 0.0,
+            queue_order: QueueOrder::Fcfs,
+            priority_aging_s: Some(60.0),
+            prediction_error: 0.0,
+            max_waiting: None,
+            max_wait_s: None,
         }
     }
 }

@@ -96,6 +96,22 @@ impl Scenario {
         non_negative("engine.memory_reserve_gb", e.memory_reserve_gb)?;
         non_negative("engine.preprocess_ms", e.preprocess_ms)?;
         non_negative("engine.preprocess_us_per_token", e.preprocess_us_per_token)?;
+        if let Some(a) = e.priority_aging_s {
+            positive("engine.priority_aging_s", a)?;
+        }
+        if !(e.prediction_error.is_finite() && (0.0..=5.0).contains(&e.prediction_error)) {
+            return fail(
+                "engine.prediction_error",
+                format!("must be between 0 and 5, got {}", e.prediction_error),
+                "use 0 for known output lengths, e.g. 0.5 for a rough predictor",
+            );
+        }
+        if e.max_waiting == Some(0) {
+            return fail("engine.max_waiting", "must be at least 1", "leave it out for an unbounded queue");
+        }
+        if let Some(w) = e.max_wait_s {
+            positive("engine.max_wait_s", w)?;
+        }
         let c = &self.cost;
         non_negative("cost.step_overhead_ms", c.step_overhead_ms)?;
         non_negative("cost.per_request_overhead_ms", c.per_request_overhead_ms)?;

@@ -455,6 +455,13 @@ pub struct ClassConfig {
     /// Tokens of that shared system prompt, added in front of every prompt.
     #[serde(default)]
     pub prefix_tokens: u32,
+    /// Admission limit: prompt + output tokens per second accepted for this
+    /// class (a token bucket); requests beyond it are refused (`rate_limited`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_rate_limit: Option<f64>,
+    /// Bucket size of the limit, tokens (default: one second's worth).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_burst: Option<f64>,
 }
 
 /// `[workload]`.
@@ -1299,6 +1306,19 @@ impl WorkloadConfig {
                     );
                 }
                 check_slo(&k("slo"), s)?;
+            }
+            if let Some(r) = c.token_rate_limit {
+                positive(&k("token_rate_limit"), r)?;
+            }
+            if let Some(b) = c.token_burst {
+                positive(&k("token_burst"), b)?;
+                if c.token_rate_limit.is_none() {
+                    return fail(
+                        &k("token_burst"),
+                        "applies with token_rate_limit",
+                        "set token_rate_limit too, or remove token_burst",
+                    );
+                }
             }
             if c.prefix_group.is_some() && c.prefix_tokens == 0 {
                 return fail(

@@ -27,13 +27,15 @@
 //! decode step at which they finish.
 
 mod kv;
+mod queue;
 
 pub use kv::blocks_for;
+pub use queue::WaitQueue;
 
 use crate::cost::{StepBatch, StepCost, StepCostModel};
 use crate::metrics::{LogHistogram, RequestRecord, Status};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 
 const NIL: u32 = u32::MAX;
 
@@ -50,6 +52,10 @@ pub struct EngineParams {
     pub block_size: u32,
     /// KV blocks in the replica.
     pub num_blocks: u64,
+    /// Order the waiting queue by the key given at enqueue (else first come first served).
+    pub keyed_queue: bool,
+    /// Most requests waiting; more are refused (`u32::MAX`: no limit).
+    pub max_waiting: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,7 +126,7 @@ pub struct Replica<C> {
     cost: C,
     p: EngineParams,
     free_blocks: u64,
-    waiting: VecDeque<u32>,
+    waiting: WaitQueue,
     slots: Vec<Seq>,
     free_slots: Vec<u32>,
     head: u32,
@@ -207,7 +213,7 @@ impl<C: StepCostModel> Replica<C> {
             cost,
             p,
             free_blocks: p.num_blocks,
-            waiting: VecDeque::new(),
+            waiting: WaitQueue::new(p.keyed_queue),
             slots: Vec::new(),
             free_slots: Vec::new(),
             head: NIL,
@@ -281,11 +287,24 @@ impl<C: StepCostModel> Replica<C> {
         self.t_touch = now;
     }
 
-    /// Puts an admitted request at the back of the waiting queue.
-    pub fn enqueue(&mut self, now: f64, req: u32) {
+    /// Puts an admitted request in the waiting queue (ordered by `key` when
+    /// the queue is keyed); returns false, admitting nothing, when the queue
+    /// is full (`max_waiting`).
+    pub fn enqueue(&mut self, now: f64, req: u32, key: f64) -> bool {
+        if self.waiting.len() >= self.p.max_waiting as usize {
+            return false;
+        }
         self.touch(now);
-        self.waiting.push_back(req);
+        self.waiting.push_back(req, key);
         self.stats.routed += 1;
+        true
+    }
+
+    /// A waiting request gave up (its record is already marked refused); it
+    /// leaves the queue when it reaches the front.
+    pub fn cancel_waiting(&mut self, now: f64) {
+        self.touch(now);
+        self.waiting.cancel_one();
     }
 
     fn alloc_slot(&mut self, s: Seq) -> u32 {
@@ -426,7 +445,10 @@ impl<C: StepCostModel> Replica<C> {
     /// Admits the head of the waiting queue with a first chunk of `max_chunk`
     /// tokens at most; returns false (and admits nothing) if it does not fit.
     fn try_admit(&mut self, now: f64, max_chunk: u32, whole: bool, sinks: &mut Sinks) -> bool {
-        let Some(&req) = self.waiting.front() else { return false };
+        let records = &sinks.records;
+        let Some(req) = self.waiting.front(|r| matches!(records[r as usize].status, Status::Rejected(_))) else {
+            return false;
+        };
         let r = &sinks.records[req as usize];
         let target = r.prompt + r.generated;
         let chunk = target.min(max_chunk);

@@ -12,14 +12,27 @@ pub enum RejectReason {
     ExceedsKvCapacity,
     /// Without chunked prefill, the prompt exceeds `max_num_batched_tokens`.
     ExceedsTokenBudget,
+    /// The replica's waiting queue was full (`engine.max_waiting`).
+    QueueFull,
+    /// Not scheduled within `engine.max_wait_s` of arrival: the client gave up.
+    TimedOut,
+    /// Over its class's token rate limit.
+    RateLimited,
 }
 
 impl RejectReason {
     /// Parses the snake_case name.
     pub fn parse(s: &str) -> Option<Self> {
-        [RejectReason::ExceedsMaxModelLen, RejectReason::ExceedsKvCapacity, RejectReason::ExceedsTokenBudget]
-            .into_iter()
-            .find(|r| r.as_str() == s)
+        [
+            RejectReason::ExceedsMaxModelLen,
+            RejectReason::ExceedsKvCapacity,
+            RejectReason::ExceedsTokenBudget,
+            RejectReason::QueueFull,
+            RejectReason::TimedOut,
+            RejectReason::RateLimited,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == s)
     }
 
     /// snake_case name used in CSV and JSON.
@@ -28,6 +41,9 @@ impl RejectReason {
             RejectReason::ExceedsMaxModelLen => "exceeds_max_model_len",
             RejectReason::ExceedsKvCapacity => "exceeds_kv_capacity",
             RejectReason::ExceedsTokenBudget => "exceeds_token_budget",
+            RejectReason::QueueFull => "queue_full",
+            RejectReason::TimedOut => "timed_out",
+            RejectReason::RateLimited => "rate_limited",
         }
     }
 }

@@ -41,6 +41,8 @@ pub struct ClassPlan {
     pub prefix_tokens: u32,
     /// Every request of the class has output length 0 (embeddings, scoring).
     pub prefill_only: bool,
+    /// Token-bucket admission limit: (tokens per second, bucket size).
+    pub token_limit: Option<(f64, f64)>,
 }
 
 /// The trace window being replayed.
@@ -324,6 +326,8 @@ pub fn build(s: &Scenario) -> Result<WorkloadPlan, ConfigError> {
         priority: 0,
         prefix_group: None,
         prefix_tokens: 0,
+        token_rate_limit: None,
+        token_burst: None,
     };
     let configs: Vec<&ClassConfig> = if w.classes.is_empty() { vec![&implicit] } else { w.classes.iter().collect() };
     let mut groups: Vec<&str> = Vec::new();
@@ -378,6 +382,7 @@ pub fn build(s: &Scenario) -> Result<WorkloadPlan, ConfigError> {
             prefix_group,
             prefix_tokens: c.prefix_tokens,
             prefill_only,
+            token_limit: c.token_rate_limit.map(|r| (r, c.token_burst.unwrap_or(r))),
         });
     }
     let total_weight: f64 = classes.iter().map(|c| c.weight).sum();
