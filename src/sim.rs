@@ -145,6 +145,12 @@ impl<C: StepCostModel> ReplicaLoad for Replica<C> {
     fn outstanding(&self) -> u32 {
         Replica::outstanding(self)
     }
+    fn kv_blocks(&self) -> u64 {
+        self.used_blocks()
+    }
+    fn pending_tokens(&self) -> u64 {
+        Replica::pending_tokens(self)
+    }
 }
 
 /// Runs the setup with the given seed, choosing the configured cost model.
@@ -231,7 +237,7 @@ pub fn simulate_with<C: StepCostModel>(
         (0..n_rep as u32).map(|i| Replica::new(i, setup.engine, make_cost(i), warmup)).collect();
     let peak_flops = replicas[0].cost_model().peak_flops();
     let peak_bandwidth = replicas[0].cost_model().peak_bandwidth();
-    let mut router = Router::new(s.hardware.router);
+    let mut router = Router::new(s.hardware.router, n_rep, stream_seed(seed, 300));
     let mut requests = Source::new(&setup.workload, seed);
     let notify = requests.needs_feedback();
     let cap = setup.workload.num_requests.unwrap_or(0).min(1 << 26) as usize;
@@ -354,7 +360,9 @@ pub fn simulate_with<C: StepCostModel>(
                     let r = rec.replica;
                     refuse!(e.key, RejectReason::TimedOut);
                     if r != u32::MAX {
-                        replicas[r as usize].cancel_waiting(now);
+                        let rec = &records[e.key as usize];
+                        replicas[r as usize].cancel_waiting(now, rec.prompt as u64 + rec.output as u64);
+                        router.observe(r as usize, &replicas[r as usize]);
                     }
                 }
             }
@@ -366,6 +374,7 @@ pub fn simulate_with<C: StepCostModel>(
                 {
                     heap.push(Event { t: end, kind: Kind::StepEnd, key: e.key });
                 }
+                router.observe(r, &replicas[r]);
             }
             Kind::StepEnd => {
                 let r = e.key as usize;
@@ -385,6 +394,10 @@ pub fn simulate_with<C: StepCostModel>(
                     }
                     if check && let Err(msg) = replicas[r].check_invariants() {
                         panic!("replica {r} at t = {t}: {msg}");
+                    }
+                    if check {
+                        let (have, want) = (replicas[r].pending_tokens(), replicas[r].recount_pending(&records));
+                        assert_eq!(have, want, "replica {r} at t = {t}: pending tokens");
                     }
                     let next = match next {
                         Some(_) if fast => {
@@ -413,6 +426,7 @@ pub fn simulate_with<C: StepCostModel>(
                 }
                 now = t;
                 last_step_end = t;
+                router.observe(r, &replicas[r]);
             }
         }
     }
@@ -452,13 +466,14 @@ fn admit<C: StepCostModel>(
     heap: &mut BinaryHeap<Event>,
     wake_pending: &mut [bool],
 ) -> bool {
-    let r = router.pick(replicas);
     let rec = &mut records[id as usize];
+    let r = router.pick(rec.session);
     rec.admitted = now;
     rec.replica = r as u32;
-    if !replicas[r].enqueue(now, id, key) {
+    if !replicas[r].enqueue(now, id, key, rec.prompt as u64 + rec.output as u64) {
         return false;
     }
+    router.observe(r, &replicas[r]);
     if !replicas[r].is_busy() && !wake_pending[r] {
         wake_pending[r] = true;
         heap.push(Event { t: now, kind: Kind::Wake, key: r as u32 });

@@ -178,6 +178,16 @@ pub enum RouterKind {
     RoundRobin,
     /// The replica with the fewest requests admitted and not yet finished (ties: lowest index).
     LeastOutstanding,
+    /// A replica drawn uniformly at random.
+    Random,
+    /// The replica with the fewest KV blocks in use.
+    LeastKv,
+    /// Join the shortest queue by pending tokens (prompt chunks, recomputes and outputs still to compute).
+    LeastTokens,
+    /// Power of two choices: two replicas at random, the one with fewer outstanding requests.
+    PowerOfTwo,
+    /// A session's requests go to the replica its first request went to (chosen by least outstanding).
+    SessionAffinity,
 }
 
 /// `[hardware]`.
@@ -206,6 +216,11 @@ impl RouterKind {
         match self {
             RouterKind::RoundRobin => "round-robin",
             RouterKind::LeastOutstanding => "least-outstanding",
+            RouterKind::Random => "random",
+            RouterKind::LeastKv => "least-kv",
+            RouterKind::LeastTokens => "least-tokens",
+            RouterKind::PowerOfTwo => "power-of-two",
+            RouterKind::SessionAffinity => "session-affinity",
         }
     }
 }

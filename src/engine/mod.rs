@@ -141,6 +141,9 @@ pub struct Replica<C> {
     n_dec_class: Vec<u32>,
     /// Scratch: ITL sample counts per class for the step being finished.
     itl_counts: Vec<u32>,
+    /// Tokens still to compute for the requests here (prompt chunks, recomputes
+    /// and outputs), for join-shortest-queue routing.
+    pending_tokens: u64,
     dec_ctx: u64,
     phase_count: Vec<u32>,
     finish: BinaryHeap<Reverse<(u64, u32, u32)>>,
@@ -225,6 +228,7 @@ impl<C: StepCostModel> Replica<C> {
             n_dec: 0,
             n_dec_class: Vec::new(),
             itl_counts: Vec::new(),
+            pending_tokens: 0,
             dec_ctx: 0,
             phase_count: vec![0; p.block_size as usize],
             finish: BinaryHeap::new(),
@@ -288,12 +292,13 @@ impl<C: StepCostModel> Replica<C> {
     }
 
     /// Puts an admitted request in the waiting queue (ordered by `key` when
-    /// the queue is keyed); returns false, admitting nothing, when the queue
-    /// is full (`max_waiting`).
-    pub fn enqueue(&mut self, now: f64, req: u32, key: f64) -> bool {
+    /// the queue is keyed); `work` is its prompt + output tokens. Returns
+    /// false, admitting nothing, when the queue is full (`max_waiting`).
+    pub fn enqueue(&mut self, now: f64, req: u32, key: f64, work: u64) -> bool {
         if self.waiting.len() >= self.p.max_waiting as usize {
             return false;
         }
+        self.pending_tokens += work;
         self.touch(now);
         self.waiting.push_back(req, key);
         self.stats.routed += 1;
@@ -302,9 +307,15 @@ impl<C: StepCostModel> Replica<C> {
 
     /// A waiting request gave up (its record is already marked refused); it
     /// leaves the queue when it reaches the front.
-    pub fn cancel_waiting(&mut self, now: f64) {
+    pub fn cancel_waiting(&mut self, now: f64, work: u64) {
         self.touch(now);
         self.waiting.cancel_one();
+        self.pending_tokens -= work;
+    }
+
+    /// Tokens still to compute here: prompt chunks, recomputes and outputs.
+    pub fn pending_tokens(&self) -> u64 {
+        self.pending_tokens
     }
 
     fn alloc_slot(&mut self, s: Seq) -> u32 {
@@ -423,6 +434,11 @@ impl<C: StepCostModel> Replica<C> {
         self.stats.preemptions += 1;
         // KV tokens thrown away, to be computed again.
         self.stats.recomputed_tokens += s.computed as u64 + (generated - s.generated) as u64;
+        // Its remaining work was (target − computed) + (output − generated);
+        // it becomes the whole prompt (with the tokens to recompute) again.
+        let before = (s.target - s.computed) as u64 + (s.output - generated) as u64;
+        let after = r.prompt as u64 + r.output as u64;
+        self.pending_tokens += after - before;
         self.waiting.push_front(s.req);
     }
 
@@ -654,6 +670,7 @@ impl<C: StepCostModel> Replica<C> {
             // Finish the step in flight (pure decode, no completion).
             *area += in_system as f64 * (end - self.step_start);
             self.account_step(end);
+            self.pending_tokens -= self.n_dec as u64;
             let gap = end - self.last_decode_end;
             for (h, &n) in sinks.itl.iter_mut().zip(&self.n_dec_class) {
                 if n > 0 {
@@ -683,6 +700,7 @@ impl<C: StepCostModel> Replica<C> {
     /// returns the next step's end time, if any.
     pub fn finish_step(&mut self, t_end: f64, sinks: &mut Sinks) -> Option<f64> {
         self.account_step(t_end);
+        self.pending_tokens -= self.step_batch.prefill_tokens + self.step_batch.decode_seqs as u64;
         if self.step_decodes {
             // Sequences that joined the decode group at the previous step's
             // end measure their gap from their own last token.
@@ -730,6 +748,7 @@ impl<C: StepCostModel> Replica<C> {
             // request yields its result and no token).
             if s.output > 0 {
                 s.generated += 1;
+                self.pending_tokens -= 1;
             }
             let s = *s;
             if let Some(pos) = self.prefilling.iter().position(|&j| j == i) {
@@ -808,6 +827,26 @@ impl<C: StepCostModel> Replica<C> {
     /// Closes the time integrals at the end of the run.
     pub fn close(&mut self, t_end: f64) {
         self.touch(t_end);
+    }
+
+    /// Tokens still to compute, recounted from the sequences and the waiting
+    /// queue (O(requests here)); the tests compare it with the running count.
+    pub fn recount_pending(&self, records: &[RequestRecord]) -> u64 {
+        let mut total = 0u64;
+        let mut i = self.head;
+        while i != NIL {
+            let s = &self.slots[i as usize];
+            let generated = if s.phase == Phase::Decode { s.generated + (self.d - s.d0) as u32 } else { s.generated };
+            total += (s.target - s.computed) as u64 + (s.output - generated) as u64;
+            i = s.next;
+        }
+        for r in self.waiting.entries() {
+            let rec = &records[r as usize];
+            if !matches!(rec.status, Status::Rejected(_)) {
+                total += rec.prompt as u64 + rec.output as u64;
+            }
+        }
+        total
     }
 
     /// Checks the replica's invariants (O(running)); for tests.

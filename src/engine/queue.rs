@@ -92,6 +92,11 @@ impl WaitQueue {
         }
     }
 
+    /// Every entry, cancelled ones included, in no particular order.
+    pub fn entries(&self) -> Vec<u32> {
+        if self.keyed { self.heap.iter().map(|e| e.0.req).collect() } else { self.fifo.iter().copied().collect() }
+    }
+
     /// Removes the front (call after [`WaitQueue::front`] returned it).
     pub fn pop_front(&mut self) {
         self.pop_raw();
