@@ -20,6 +20,9 @@ pub struct BenchArgs {
     /// Engine replicas (the arrival rate scales with them).
     #[arg(long, default_value_t = 1)]
     replicas: u32,
+    /// Router in front of the replicas (round-robin, least-outstanding, least-tokens, ...).
+    #[arg(long, default_value = "round-robin")]
+    router: String,
     /// Also time a plain `servesim run` (all output files) of the largest size.
     #[arg(long)]
     with_run: bool,
@@ -108,7 +111,7 @@ fn bench_sweep(exe: &Path) -> Result<()> {
 }
 
 /// The reference scenario as TOML.
-pub fn scenario_toml(n: u64, replicas: u32) -> String {
+pub fn scenario_toml(n: u64, replicas: u32, router: &str) -> String {
     format!(
         r#"name = "bench-{n}"
 seed = 1
@@ -120,7 +123,7 @@ dtype = "bf16"
 gpu = "h100-sxm"
 tp = 1
 replicas = {replicas}
-router = "round-robin"
+router = "{router}"
 [engine]
 max_num_seqs = 256
 max_num_batched_tokens = 8192
@@ -144,8 +147,8 @@ pub fn peak_rss_mib() -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
-fn one(n: u64, replicas: u32) -> Result<()> {
-    let loaded = load_scenario_str(&scenario_toml(n, replicas), Path::new("bench.toml"), &[])?;
+fn one(n: u64, replicas: u32, router: &str) -> Result<()> {
+    let loaded = load_scenario_str(&scenario_toml(n, replicas, router), Path::new("bench.toml"), &[])?;
     let catalog = crate::Catalog::builtin()?;
     let t0 = Instant::now();
     let setup = crate::resolve(&loaded.scenario, &catalog)?;
@@ -266,7 +269,7 @@ fn bench_workload(exe: &Path) -> Result<()> {
 /// Runs the benchmark and prints a table.
 pub fn main(a: BenchArgs) -> Result<()> {
     if let Some(n) = a.one {
-        return one(n, a.replicas);
+        return one(n, a.replicas, &a.router);
     }
     if let Some(n) = a.gen_only {
         return gen_only(n);
@@ -279,8 +282,9 @@ pub fn main(a: BenchArgs) -> Result<()> {
         return bench_workload(&exe);
     }
     println!(
-        "servesim bench: Llama-3.1-8B bf16, H100-SXM tp1 × {} replica(s), prompt 1024 / output 256, Poisson {} req/s",
+        "servesim bench: Llama-3.1-8B bf16, H100-SXM tp1 × {} replica(s) ({}), prompt 1024 / output 256, Poisson {} req/s",
         a.replicas,
+        a.router,
         10 * a.replicas
     );
     println!(
@@ -289,7 +293,7 @@ pub fn main(a: BenchArgs) -> Result<()> {
     );
     for &n in &a.sizes {
         let out = Command::new(&exe)
-            .args(["bench", "--one", &n.to_string(), "--replicas", &a.replicas.to_string()])
+            .args(["bench", "--one", &n.to_string(), "--replicas", &a.replicas.to_string(), "--router", &a.router])
             .output()?;
         if !out.status.success() {
             return Err(Error::Runtime(format!("bench child failed: {}", String::from_utf8_lossy(&out.stderr))));
@@ -314,7 +318,7 @@ pub fn main(a: BenchArgs) -> Result<()> {
         let dir = std::env::temp_dir().join(format!("servesim-bench-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
         let file = dir.join("bench.toml");
-        std::fs::write(&file, scenario_toml(n, a.replicas))?;
+        std::fs::write(&file, scenario_toml(n, a.replicas, &a.router))?;
         let t0 = Instant::now();
         let st = Command::new(&exe)
             .args([
