@@ -10,7 +10,7 @@
 
 use crate::Setup;
 use crate::cluster::{ReplicaLoad, Router};
-use crate::config::{CostModelKind, QueueOrder};
+use crate::config::{CostModelKind, QueueOrder, RouterKind};
 use crate::cost::{ConstantStep, ExponentialStep, Roofline, StepCostModel};
 use crate::engine::{Replica, ReplicaStats, Sinks, Span};
 use crate::metrics::{LogHistogram, RejectReason, RequestRecord, Status};
@@ -274,6 +274,53 @@ pub fn simulate_with<C: StepCostModel>(
         }};
     }
 
+    // Central queue: requests wait at the router until a replica has room
+    // (fewer than max_num_seqs outstanding), first come first served.
+    let central = s.hardware.router == RouterKind::CentralQueue;
+    let room = setup.engine.max_num_seqs;
+    let mut held: std::collections::VecDeque<u32> = std::collections::VecDeque::new();
+    macro_rules! dispatch {
+        () => {
+            while let Some(&id) = held.front() {
+                if records[id as usize].status != Status::InFlight {
+                    held.pop_front();
+                    continue;
+                }
+                let r = router.pick(u32::MAX);
+                if replicas[r].outstanding() >= room {
+                    break;
+                }
+                held.pop_front();
+                let rec = &mut records[id as usize];
+                rec.replica = r as u32;
+                let work = rec.prompt as u64 + rec.output as u64;
+                let queued = replicas[r].enqueue(now, id, keyer.key(id, rec), work);
+                debug_assert!(queued, "a replica with room accepts");
+                router.observe(r, &replicas[r]);
+                if !replicas[r].is_busy() && !wake_pending[r] {
+                    wake_pending[r] = true;
+                    heap.push(Event { t: now, kind: Kind::Wake, key: r as u32 });
+                }
+            }
+        };
+    }
+    // Admits request `id` now: to the central queue, or routed to a replica.
+    macro_rules! admit_now {
+        ($id:expr) => {{
+            let id: u32 = $id;
+            if central {
+                records[id as usize].admitted = now;
+                held.push_back(id);
+                dispatch!();
+            } else {
+                let key = keyer.key(id, &records[id as usize]);
+                if !admit(id, key, now, &mut records, &mut replicas, &mut router, &mut heap, &mut wake_pending) {
+                    refuse!(id, RejectReason::QueueFull);
+                }
+            }
+        }};
+    }
+
     macro_rules! sinks {
         () => {
             Sinks {
@@ -335,10 +382,7 @@ pub fn simulate_with<C: StepCostModel>(
                 heap.push(Event { t: now + delay, kind: Kind::Admit, key: id });
                 continue;
             }
-            let key = keyer.key(id, &records[id as usize]);
-            if !admit(id, key, now, &mut records, &mut replicas, &mut router, &mut heap, &mut wake_pending) {
-                refuse!(id, RejectReason::QueueFull);
-            }
+            admit_now!(id);
             continue;
         }
         let e = heap.pop().expect("event");
@@ -348,10 +392,7 @@ pub fn simulate_with<C: StepCostModel>(
             Kind::Admit => {
                 // A request whose client gave up during preprocessing is gone.
                 if records[e.key as usize].status == Status::InFlight {
-                    let key = keyer.key(e.key, &records[e.key as usize]);
-                    if !admit(e.key, key, now, &mut records, &mut replicas, &mut router, &mut heap, &mut wake_pending) {
-                        refuse!(e.key, RejectReason::QueueFull);
-                    }
+                    admit_now!(e.key);
                 }
             }
             Kind::Timeout => {
@@ -385,6 +426,10 @@ pub fn simulate_with<C: StepCostModel>(
                     let before = completed;
                     let next = replicas[r].finish_step(t, &mut sinks!());
                     in_system -= completed - before;
+                    if central && completed != before && !held.is_empty() {
+                        // Room freed for a held request: stop stepping inline to dispatch it now.
+                        horizon = horizon.min(t);
+                    }
                     if notify && !done.is_empty() {
                         // Closed-loop users and sessions send their next request.
                         for id in done.drain(..) {
@@ -427,6 +472,9 @@ pub fn simulate_with<C: StepCostModel>(
                 now = t;
                 last_step_end = t;
                 router.observe(r, &replicas[r]);
+                if central {
+                    dispatch!();
+                }
             }
         }
     }

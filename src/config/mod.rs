@@ -188,6 +188,9 @@ pub enum RouterKind {
     PowerOfTwo,
     /// A session's requests go to the replica its first request went to (chosen by least outstanding).
     SessionAffinity,
+    /// One queue in front of all replicas: a request is dispatched (first come first served) only when a
+    /// replica has fewer than `max_num_seqs` requests, to the least loaded one.
+    CentralQueue,
 }
 
 /// `[hardware]`.
@@ -221,6 +224,7 @@ impl RouterKind {
             RouterKind::LeastTokens => "least-tokens",
             RouterKind::PowerOfTwo => "power-of-two",
             RouterKind::SessionAffinity => "session-affinity",
+            RouterKind::CentralQueue => "central-queue",
         }
     }
 }

@@ -1,0 +1,71 @@
+//! Routing across replicas against queueing theory: a central queue in front
+//! of c single-server replicas with exponential service is M/M/c (Erlang C);
+//! random routing splits the traffic into c independent M/M/1 queues; join
+//! the shortest queue lies between the two.
+
+mod common;
+
+use common::{mean, run};
+use servesim::metrics::{RequestRecord, Status};
+
+/// c = 4 replicas serving one request at a time, exponential service with
+/// mean 10 ms (one engine step per request), Poisson arrivals at 320 req/s:
+/// offered load a = 3.2 Erlangs, utilisation 0.8.
+const CLUSTER: &str = r#"
+seed = 21
+num_requests = 200000
+warmup_s = 20
+[model]
+name = "llama-3.1-8b"
+[hardware]
+replicas = 4
+[engine]
+max_num_seqs = 1
+[cost]
+model = "exponential"
+step_overhead_ms = 0
+step_time_ms = 10
+[workload]
+rate = 320
+prompt_tokens = { dist = "fixed", value = 16 }
+output_tokens = { dist = "fixed", value = 1 }
+"#;
+
+/// Erlang C: probability of waiting in M/M/c with offered load a.
+fn erlang_c(c: u32, a: f64) -> f64 {
+    let mut term = 1.0;
+    let mut sum = 1.0;
+    for k in 1..c {
+        term *= a / k as f64;
+        sum += term;
+    }
+    let last = term * a / c as f64 * c as f64 / (c as f64 - a);
+    last / (sum + last)
+}
+
+fn mean_wait(router: &str) -> f64 {
+    let rep = run(CLUSTER, &[&format!("hardware.router=\"{router}\"")]);
+    let w: Vec<f64> = rep
+        .output
+        .records
+        .iter()
+        .filter(|r| r.arrival >= 20.0 && r.status == Status::Completed)
+        .map(RequestRecord::queue_delay)
+        .collect();
+    mean(&w)
+}
+
+#[test]
+fn central_queue_is_erlang_c_random_is_mm1_and_jsq_lies_between() {
+    let (lambda, mu, c) = (320.0, 100.0, 4u32);
+    let a = lambda / mu;
+    let erlang = erlang_c(c, a) / (c as f64 * mu - lambda);
+    let mm1 = (lambda / c as f64 / mu) / (mu - lambda / c as f64);
+    let central = mean_wait("central-queue");
+    let random = mean_wait("random");
+    let jsq = mean_wait("least-outstanding");
+    eprintln!("Wq: central {central:.5} s (Erlang C {erlang:.5}), JSQ {jsq:.5}, random {random:.5} (M/M/1 {mm1:.5})");
+    assert!((central / erlang - 1.0).abs() < 0.05, "central queue: Wq {central} vs Erlang C {erlang}");
+    assert!((random / mm1 - 1.0).abs() < 0.08, "random: Wq {random} vs M/M/1 {mm1}");
+    assert!(central < jsq && jsq < random, "JSQ {jsq} between {central} and {random}");
+}
