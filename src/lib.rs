@@ -142,6 +142,10 @@ pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
         num_blocks: memory.num_blocks,
         keyed_queue: e.queue_order != config::QueueOrder::Fcfs,
         max_waiting: e.max_waiting.unwrap_or(u32::MAX),
+        mixed_prefill: e.mixed_prefill,
+        static_batching: e.batching == config::Batching::Static,
+        batch_timeout: e.batch_timeout_ms * 1e-3,
+        max_chunk: e.max_chunk_tokens.unwrap_or(u32::MAX),
     };
     let price_per_gpu_hour = s.hardware.price_per_gpu_hour.unwrap_or(gpu.price_per_hour);
     let mut scenario = s.clone();

@@ -415,6 +415,10 @@ pub fn simulate_with<C: StepCostModel>(
                 {
                     heap.push(Event { t: end, kind: Kind::StepEnd, key: e.key });
                 }
+                if let Some(at) = replicas[r].take_wake() {
+                    // Static batching: look at the queue again when its batch is due.
+                    heap.push(Event { t: at, kind: Kind::Wake, key: e.key });
+                }
                 router.observe(r, &replicas[r]);
             }
             Kind::StepEnd => {
@@ -471,6 +475,9 @@ pub fn simulate_with<C: StepCostModel>(
                 }
                 now = t;
                 last_step_end = t;
+                if let Some(at) = replicas[r].take_wake() {
+                    heap.push(Event { t: at, kind: Kind::Wake, key: e.key });
+                }
                 router.observe(r, &replicas[r]);
                 if central {
                     dispatch!();

@@ -40,6 +40,7 @@ pub fn load_scenario_str(text: &str, path: &Path, sets: &[String]) -> Result<Loa
     for s in sets {
         apply_set(&mut table, s)?;
     }
+    apply_preset(&mut table);
     let mut scenario = match Scenario::deserialize(table) {
         Ok(s) => s,
         Err(e) => {
@@ -106,6 +107,17 @@ pub fn parse_value(raw: &str) -> toml::Value {
     match toml::from_str::<toml::Table>(&format!("v = {raw}")) {
         Ok(mut t) => t.remove("v").unwrap_or(toml::Value::String(raw.to_string())),
         Err(_) => toml::Value::String(raw.to_string()),
+    }
+}
+
+/// Fills in the `[engine]` keys of `engine.preset` that are not set
+/// explicitly (an unknown preset is left for deserialisation to report).
+pub fn apply_preset(table: &mut toml::Table) {
+    let Some(toml::Value::Table(engine)) = table.get_mut("engine") else { return };
+    let Some(preset) = engine.get("preset").cloned() else { return };
+    let Ok(p) = super::Preset::deserialize(preset) else { return };
+    for (k, v) in p.keys() {
+        engine.entry(k.to_string()).or_insert(v);
     }
 }
 
@@ -230,6 +242,7 @@ impl LoadedScenario {
                 .map_err(|e| ConfigError { message: format!("{what}: {}", e.message), ..e })?;
         }
         t.remove("sweep");
+        apply_preset(&mut t);
         let mut s = Scenario::deserialize(t).map_err(|e| {
             let mut err = ConfigError::from_toml(&e, "", &self.path);
             err.message = format!("{what}: {}", err.message);

@@ -246,6 +246,22 @@ impl Default for HardwareConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EngineConfig {
+    /// A named group of knob values (`static`, `orca`, `vllm-v0`, `vllm-v1`,
+    /// `sarathi`); keys set explicitly override it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preset: Option<Preset>,
+    /// Iteration-level (continuous) or request-level (static) batching.
+    pub batching: Batching,
+    /// Static batching: a batch starts when `max_num_seqs` requests wait or the
+    /// oldest has waited this long, ms.
+    pub batch_timeout_ms: f64,
+    /// Without chunked prefill: whole prompts join steps next to the decodes
+    /// (Orca) instead of running in prefill-only steps (vLLM v0).
+    pub mixed_prefill: bool,
+    /// Chunked prefill: the largest chunk of one prompt in one step
+    /// (vLLM's `long_prefill_token_threshold`); default: the budget.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_chunk_tokens: Option<u32>,
     /// Maximum sequences in a batch (running requests per replica).
     pub max_num_seqs: u32,
     /// Token budget of one engine step (prefill chunk tokens + one per decode).
@@ -303,9 +319,55 @@ pub enum QueueOrder {
     Edf,
 }
 
+/// Batching granularity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Batching {
+    /// Iteration-level: requests join and leave the batch at every step.
+    #[default]
+    Continuous,
+    /// Request-level (FasterTransformer style): a batch runs until all its requests finish.
+    Static,
+}
+
+/// Engine presets (see docs/scenario.md for what each models).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Preset {
+    /// Request-level batching (FasterTransformer): `batching = "static"`, no chunking.
+    Static,
+    /// Iteration-level batching with whole-prompt prefills mixed into decode steps (Orca, OSDI '22).
+    Orca,
+    /// vLLM v0: prefill-prioritised, prefill-only steps, no chunking.
+    VllmV0,
+    /// vLLM v1: chunked prefill, decodes first, budget 8192.
+    VllmV1,
+    /// Sarathi-Serve (OSDI '24): stall-free chunked prefill with a small budget (512 tokens).
+    Sarathi,
+}
+
+impl Preset {
+    /// The `[engine]` keys the preset sets, as (key, value).
+    pub fn keys(self) -> Vec<(&'static str, toml::Value)> {
+        use toml::Value::{Boolean, Integer, String as S};
+        match self {
+            Preset::Static => vec![("batching", S("static".into())), ("chunked_prefill", Boolean(false))],
+            Preset::Orca => vec![("chunked_prefill", Boolean(false)), ("mixed_prefill", Boolean(true))],
+            Preset::VllmV0 => vec![("chunked_prefill", Boolean(false)), ("mixed_prefill", Boolean(false))],
+            Preset::VllmV1 => vec![("chunked_prefill", Boolean(true)), ("max_num_batched_tokens", Integer(8192))],
+            Preset::Sarathi => vec![("chunked_prefill", Boolean(true)), ("max_num_batched_tokens", Integer(512))],
+        }
+    }
+}
+
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
+            preset: None,
+            batching: Batching::Continuous,
+            batch_timeout_ms: 50.0,
+            mixed_prefill: false,
+            max_chunk_tokens: None,
             max_num_seqs: 256,
             max_num_batched_tokens: 8192,
             chunked_prefill: true,

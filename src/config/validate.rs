@@ -106,6 +106,33 @@ impl Scenario {
                 "use 0 for known output lengths, e.g. 0.5 for a rough predictor",
             );
         }
+        non_negative("engine.batch_timeout_ms", e.batch_timeout_ms)?;
+        if e.chunked_prefill && e.mixed_prefill {
+            return fail(
+                "engine.mixed_prefill",
+                "applies without chunked prefill (whole prompts next to decodes, as Orca)",
+                "set chunked_prefill = false, or remove mixed_prefill (chunked prefill already mixes)",
+            );
+        }
+        if e.batching == super::Batching::Static && e.chunked_prefill {
+            return fail(
+                "engine.batching",
+                "static batching prefills whole prompts: it cannot be combined with chunked prefill",
+                "set chunked_prefill = false (or use preset = \"static\")",
+            );
+        }
+        if let Some(c) = e.max_chunk_tokens {
+            if c == 0 {
+                return fail("engine.max_chunk_tokens", "must be at least 1", "leave it out to use the whole budget");
+            }
+            if !e.chunked_prefill {
+                return fail(
+                    "engine.max_chunk_tokens",
+                    "applies with chunked prefill",
+                    "set chunked_prefill = true or remove it",
+                );
+            }
+        }
         if e.max_waiting == Some(0) {
             return fail("engine.max_waiting", "must be at least 1", "leave it out for an unbounded queue");
         }

@@ -56,6 +56,17 @@ pub struct EngineParams {
     pub keyed_queue: bool,
     /// Most requests waiting; more are refused (`u32::MAX`: no limit).
     pub max_waiting: u32,
+    /// Without chunked prefill: whole prompts share steps with decodes (Orca)
+    /// instead of prefill-only steps (vLLM v0).
+    pub mixed_prefill: bool,
+    /// Request-level (static) batching: a batch is formed when `max_num_seqs`
+    /// requests wait or the oldest has waited `batch_timeout`, and nothing
+    /// joins it until all its requests finish.
+    pub static_batching: bool,
+    /// Batch-formation timeout of static batching, s.
+    pub batch_timeout: f64,
+    /// Largest prompt chunk of one request in one step (`u32::MAX`: the budget).
+    pub max_chunk: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,6 +155,8 @@ pub struct Replica<C> {
     /// Tokens still to compute for the requests here (prompt chunks, recomputes
     /// and outputs), for join-shortest-queue routing.
     pending_tokens: u64,
+    /// Static batching: when the idle replica must look at its queue again.
+    wake_at: Option<f64>,
     dec_ctx: u64,
     phase_count: Vec<u32>,
     finish: BinaryHeap<Reverse<(u64, u32, u32)>>,
@@ -229,6 +242,7 @@ impl<C: StepCostModel> Replica<C> {
             n_dec_class: Vec::new(),
             itl_counts: Vec::new(),
             pending_tokens: 0,
+            wake_at: None,
             dec_ctx: 0,
             phase_count: vec![0; p.block_size as usize],
             finish: BinaryHeap::new(),
@@ -311,6 +325,12 @@ impl<C: StepCostModel> Replica<C> {
         self.touch(now);
         self.waiting.cancel_one();
         self.pending_tokens -= work;
+    }
+
+    /// Static batching: the time an idle replica with waiting requests must
+    /// form its batch at (taken once).
+    pub fn take_wake(&mut self) -> Option<f64> {
+        self.wake_at.take()
     }
 
     /// Tokens still to compute here: prompt chunks, recomputes and outputs.
@@ -542,7 +562,21 @@ impl<C: StepCostModel> Replica<C> {
             self.step_batch = StepBatch::default();
             self.chunks.clear();
             self.step_decodes = false;
-            if self.p.chunked_prefill {
+            if self.p.static_batching && self.n_running == 0 {
+                // Form a batch when it is full or its oldest request has waited long enough.
+                let records = &sinks.records;
+                let head = self.waiting.front(|r| matches!(records[r as usize].status, Status::Rejected(_)));
+                let due = head.map_or(f64::INFINITY, |h| records[h as usize].admitted + self.p.batch_timeout);
+                if self.waiting.len() < self.p.max_num_seqs as usize && now < due {
+                    self.busy = false;
+                    self.wake_at = due.is_finite().then_some(due);
+                    return None;
+                }
+            }
+            if self.p.chunked_prefill || self.p.mixed_prefill {
+                // Whole prompts only without chunking (Orca): a prompt joins a step
+                // only if it fits the budget left by the decodes.
+                let whole = !self.p.chunked_prefill;
                 let preempted = self.reserve_decode_blocks(now, sinks);
                 self.step_decodes = self.n_dec > 0;
                 let mut budget = self.p.max_num_batched_tokens.saturating_sub(self.n_dec);
@@ -551,7 +585,7 @@ impl<C: StepCostModel> Replica<C> {
                     let i = self.prefilling[k];
                     k += 1;
                     let s = self.slots[i as usize];
-                    let mut c = (s.target - s.computed).min(budget);
+                    let mut c = (s.target - s.computed).min(budget).min(self.p.max_chunk);
                     let bs = self.p.block_size as u64;
                     let have = s.blocks as u64;
                     let need = blocks_for((s.computed + c) as u64, self.p.block_size) - have;
@@ -570,7 +604,12 @@ impl<C: StepCostModel> Replica<C> {
                 if !preempted {
                     while budget > 0
                         && self.n_running < self.p.max_num_seqs
-                        && self.try_admit(now, budget, false, sinks)
+                        && self.try_admit(
+                            now,
+                            if whole && self.n_running == 0 { u32::MAX } else { budget.min(self.p.max_chunk) },
+                            whole,
+                            sinks,
+                        )
                     {
                         budget -= self.chunks.last().map_or(0, |c| c.1);
                     }
@@ -578,9 +617,11 @@ impl<C: StepCostModel> Replica<C> {
             } else {
                 let mut budget = self.p.max_num_batched_tokens;
                 let mut first = true;
-                while self.n_running < self.p.max_num_seqs {
+                // Static batching admits only into an empty replica, the whole batch at once.
+                let admit = !self.p.static_batching || self.n_running == 0;
+                while admit && self.n_running < self.p.max_num_seqs {
                     // A lone recompute longer than the budget may still run alone.
-                    let cap = if first { u32::MAX } else { budget };
+                    let cap = if first || self.p.static_batching { u32::MAX } else { budget };
                     if !self.try_admit(now, cap, true, sinks) {
                         break;
                     }
