@@ -146,6 +146,7 @@ pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
         static_batching: e.batching == config::Batching::Static,
         batch_timeout: e.batch_timeout_ms * 1e-3,
         max_chunk: e.max_chunk_tokens.unwrap_or(u32::MAX),
+        prefix_caching: e.prefix_caching,
     };
     let price_per_gpu_hour = s.hardware.price_per_gpu_hour.unwrap_or(gpu.price_per_hour);
     let mut scenario = s.clone();

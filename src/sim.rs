@@ -235,6 +235,11 @@ pub fn simulate_with<C: StepCostModel>(
     let n_rep = s.hardware.replicas as usize;
     let mut replicas: Vec<Replica<C>> =
         (0..n_rep as u32).map(|i| Replica::new(i, setup.engine, make_cost(i), warmup)).collect();
+    let groups: std::sync::Arc<[(u32, u32)]> =
+        setup.workload.classes.iter().map(|c| (c.prefix_group, c.prefix_tokens)).collect();
+    for r in &mut replicas {
+        r.set_prefix_groups(groups.clone());
+    }
     let peak_flops = replicas[0].cost_model().peak_flops();
     let peak_bandwidth = replicas[0].cost_model().peak_bandwidth();
     let mut router = Router::new(s.hardware.router, n_rep, stream_seed(seed, 300));

@@ -262,6 +262,9 @@ pub struct EngineConfig {
     /// (vLLM's `long_prefill_token_threshold`); default: the budget.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_chunk_tokens: Option<u32>,
+    /// Automatic prefix caching: full KV blocks are kept and shared by
+    /// identity (system prompts, session context), skipping their prefill.
+    pub prefix_caching: bool,
     /// Maximum sequences in a batch (running requests per replica).
     pub max_num_seqs: u32,
     /// Token budget of one engine step (prefill chunk tokens + one per decode).
@@ -368,6 +371,7 @@ impl Default for EngineConfig {
             batch_timeout_ms: 50.0,
             mixed_prefill: false,
             max_chunk_tokens: None,
+            prefix_caching: false,
             max_num_seqs: 256,
             max_num_batched_tokens: 8192,
             chunked_prefill: true,

@@ -27,6 +27,7 @@
 //! decode step at which they finish.
 
 mod kv;
+pub mod prefix;
 mod queue;
 
 pub use kv::blocks_for;
@@ -67,6 +68,8 @@ pub struct EngineParams {
     pub batch_timeout: f64,
     /// Largest prompt chunk of one request in one step (`u32::MAX`: the budget).
     pub max_chunk: u32,
+    /// Automatic prefix caching.
+    pub prefix_caching: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +99,8 @@ struct Seq {
     phase: Phase,
     measured: bool,
     class: u16,
+    /// Leading blocks held through the prefix cache (shared, reference-counted).
+    shared: u32,
     last_token: f64,
 }
 
@@ -128,6 +133,14 @@ pub struct ReplicaStats {
     pub recomputed_tokens: u64,
     /// Requests routed here.
     pub routed: u64,
+    /// Prompt tokens of first admissions (prefix-cache queries).
+    pub prefix_query_tokens: u64,
+    /// Of those, tokens found in the prefix cache.
+    pub prefix_hit_tokens: u64,
+    /// Prefill tokens not computed thanks to the cache (recomputes included).
+    pub prefix_saved_tokens: u64,
+    /// Cached blocks evicted.
+    pub prefix_evictions: u64,
 }
 
 /// One engine replica.
@@ -157,6 +170,10 @@ pub struct Replica<C> {
     pending_tokens: u64,
     /// Static batching: when the idle replica must look at its queue again.
     wake_at: Option<f64>,
+    /// The prefix cache (used with `prefix_caching`).
+    pub cache: prefix::PrefixCache,
+    /// Per class: (prefix group, shared system-prompt tokens).
+    groups: std::sync::Arc<[(u32, u32)]>,
     dec_ctx: u64,
     phase_count: Vec<u32>,
     finish: BinaryHeap<Reverse<(u64, u32, u32)>>,
@@ -243,6 +260,8 @@ impl<C: StepCostModel> Replica<C> {
             itl_counts: Vec::new(),
             pending_tokens: 0,
             wake_at: None,
+            cache: prefix::PrefixCache::default(),
+            groups: std::sync::Arc::from(Vec::new()),
             dec_ctx: 0,
             phase_count: vec![0; p.block_size as usize],
             finish: BinaryHeap::new(),
@@ -325,6 +344,56 @@ impl<C: StepCostModel> Replica<C> {
         self.touch(now);
         self.waiting.cancel_one();
         self.pending_tokens -= work;
+    }
+
+    /// Sets each class's (prefix group, shared system-prompt tokens), for prefix caching.
+    pub fn set_prefix_groups(&mut self, groups: std::sync::Arc<[(u32, u32)]>) {
+        self.groups = groups;
+    }
+
+    /// Identity of block `j` of request `req`'s token stream.
+    #[inline]
+    fn block_id(&self, req: u32, r: &RequestRecord, j: u32) -> u64 {
+        let bs = self.p.block_size;
+        match self.groups.get(r.class as usize) {
+            Some(&(g, tokens)) if g != u32::MAX && (j + 1) * bs <= tokens => prefix::block_id(1, g as u64, j),
+            _ if r.session != u32::MAX => prefix::block_id(2, r.session as u64, j),
+            _ => prefix::block_id(3, req as u64, j),
+        }
+    }
+
+    /// Takes `n` free blocks, evicting unused cached blocks if truly free ones run short.
+    #[inline]
+    fn take_blocks(&mut self, n: u64) {
+        if self.cache.evictable > 0 {
+            let truly_free = self.free_blocks - self.cache.evictable;
+            if n > truly_free {
+                self.cache.evict(n - truly_free);
+            }
+        }
+        self.free_blocks -= n;
+    }
+
+    /// Returns a sequence's `total` blocks: with prefix caching its `shared`
+    /// leading blocks drop a reference and its other full blocks (of
+    /// `kv_tokens` computed tokens) stay cached until evicted.
+    fn return_blocks(&mut self, req: u32, r: &RequestRecord, shared: u32, total: u64, kv_tokens: u64) {
+        if !self.p.prefix_caching {
+            self.free_blocks += total;
+            return;
+        }
+        let full = (kv_tokens / self.p.block_size as u64).min(total) as u32;
+        for j in 0..shared {
+            let id = self.block_id(req, r, j);
+            if self.cache.release(id) {
+                self.free_blocks += 1;
+            }
+        }
+        for j in shared..full {
+            let id = self.block_id(req, r, j);
+            self.cache.insert_unused(id);
+        }
+        self.free_blocks += total - shared as u64;
     }
 
     /// Static batching: the time an idle replica with waiting requests must
@@ -430,17 +499,21 @@ impl<C: StepCostModel> Replica<C> {
             if s.phase == Phase::Decode && !self.joiners.contains(&i) { self.last_decode_end } else { s.last_token };
         // Decoding sequences are not touched per step: count their tokens now.
         let generated = if s.phase == Phase::Decode { s.generated + (self.d - s.d0) as u32 } else { s.generated };
-        let freed = match s.phase {
-            Phase::Decode => self.leave_decode(i),
+        let (freed, kv) = match s.phase {
+            Phase::Decode => {
+                let kv = self.kv_len(&s);
+                (self.leave_decode(i), kv)
+            }
             Phase::Prefill => {
                 if let Some(pos) = self.prefilling.iter().position(|&j| j == i) {
                     self.prefilling.remove(pos);
                 }
-                s.blocks as u64
+                (s.blocks as u64, s.computed as u64)
             }
             Phase::Free => unreachable!("preempting a free slot"),
         };
-        self.free_blocks += freed;
+        let rec = sinks.records[s.req as usize];
+        self.return_blocks(s.req, &rec, s.shared, freed, kv);
         self.unlink(i);
         self.release(i);
         if s.phase == Phase::Decode {
@@ -468,7 +541,7 @@ impl<C: StepCostModel> Replica<C> {
         while self.n_dec > 0 {
             let need = self.phase_count[self.d_mod as usize] as u64;
             if need <= self.free_blocks {
-                self.free_blocks -= need;
+                self.take_blocks(need);
                 break;
             }
             let victim = self.tail;
@@ -487,17 +560,41 @@ impl<C: StepCostModel> Replica<C> {
         };
         let r = &sinks.records[req as usize];
         let target = r.prompt + r.generated;
-        let chunk = target.min(max_chunk);
-        if chunk == 0 || (whole && chunk < target) {
+        // Leading full blocks already in the prefix cache are not computed
+        // again (at least one token always is, to produce the next token).
+        let bs = self.p.block_size;
+        let (hits, unused_hits) = if self.p.prefix_caching {
+            let full = (target - 1) / bs;
+            let (h, e) = self.cache.peek((0..full).map(|j| self.block_id(req, r, j)));
+            (h, e)
+        } else {
+            (0, 0)
+        };
+        let skip = hits * bs;
+        let chunk = (target - skip).min(max_chunk);
+        if chunk == 0 || (whole && chunk < target - skip) {
             return false;
         }
-        let need = blocks_for(chunk as u64, self.p.block_size);
-        if need > self.free_blocks {
+        let need = blocks_for((skip + chunk) as u64, bs) - hits as u64;
+        if need + unused_hits > self.free_blocks {
             return false;
         }
         self.touch(now);
         self.waiting.pop_front();
-        self.free_blocks -= need;
+        for j in 0..hits {
+            let id = self.block_id(req, r, j);
+            self.cache.acquire(id);
+        }
+        self.free_blocks -= unused_hits;
+        self.take_blocks(need);
+        if self.p.prefix_caching {
+            if r.preemptions == 0 {
+                self.stats.prefix_query_tokens += r.prompt as u64;
+                self.stats.prefix_hit_tokens += skip as u64;
+            }
+            self.stats.prefix_saved_tokens += skip as u64;
+            self.pending_tokens -= skip as u64;
+        }
         if r.preemptions > 0 && req < sinks.trace_limit {
             // Close the open "preempted" span of this request.
             if let Some(sp) = sinks.trace.iter_mut().rev().find(|sp| sp.req == req && sp.kind == SpanKind::Preempted) {
@@ -516,8 +613,8 @@ impl<C: StepCostModel> Replica<C> {
             output: r.output,
             generated: r.generated,
             target,
-            computed: 0,
-            blocks: need as u32,
+            computed: skip,
+            blocks: (need + hits as u64) as u32,
             d0: 0,
             kv0: 0,
             version: 0,
@@ -526,6 +623,7 @@ impl<C: StepCostModel> Replica<C> {
             phase: Phase::Prefill,
             measured: r.arrival >= sinks.warmup,
             class: r.class,
+            shared: hits,
             last_token: if r.last_token.is_nan() { r.first_token } else { r.last_token },
         };
         let i = self.alloc_slot(seq);
@@ -596,7 +694,7 @@ impl<C: StepCostModel> Replica<C> {
                         }
                     }
                     let need = blocks_for((s.computed + c) as u64, self.p.block_size) - have;
-                    self.free_blocks -= need;
+                    self.take_blocks(need);
                     self.slots[i as usize].blocks += need as u32;
                     self.push_chunk(i, c);
                     budget -= c;
@@ -722,7 +820,7 @@ impl<C: StepCostModel> Replica<C> {
             self.advance_d();
             self.dec_ctx += self.n_dec as u64;
             // Plan the next one: every sequence decodes one more token.
-            self.free_blocks -= self.phase_count[self.d_mod as usize] as u64;
+            self.take_blocks(self.phase_count[self.d_mod as usize] as u64);
             self.step_batch = StepBatch {
                 decode_seqs: self.n_dec,
                 decode_ctx_tokens: (self.dec_ctx + self.n_dec as u64) as f64,
@@ -772,8 +870,9 @@ impl<C: StepCostModel> Replica<C> {
                 let s = self.slots[i as usize];
                 if s.version == version && s.phase == Phase::Decode {
                     Self::span(sinks, s.req, SpanKind::Decode, s.last_token, t_end);
+                    let kv = self.kv_len(&s);
                     let blocks = self.leave_decode(i);
-                    self.complete(t_end, i, blocks, s.output, sinks);
+                    self.complete(t_end, i, blocks, kv, s.output, sinks);
                 }
             }
         }
@@ -791,9 +890,22 @@ impl<C: StepCostModel> Replica<C> {
                 s.generated += 1;
                 self.pending_tokens -= 1;
             }
-            let s = *s;
+            let mut s = *s;
             if let Some(pos) = self.prefilling.iter().position(|&j| j == i) {
                 self.prefilling.remove(pos);
+            }
+            if self.p.prefix_caching {
+                // Its full prompt blocks are now computed: others can share them.
+                let rec = sinks.records[s.req as usize];
+                let full = s.target / self.p.block_size;
+                while s.shared < full {
+                    let id = self.block_id(s.req, &rec, s.shared);
+                    if !self.cache.insert_used(id) {
+                        break;
+                    }
+                    s.shared += 1;
+                }
+                self.slots[i as usize].shared = s.shared;
             }
             let r = &mut sinks.records[s.req as usize];
             if r.first_token.is_nan() {
@@ -803,7 +915,7 @@ impl<C: StepCostModel> Replica<C> {
                 sinks.itl[s.class as usize].add(t_end - s.last_token, 1);
             }
             if s.generated >= s.output {
-                self.complete(t_end, i, s.blocks as u64, s.generated, sinks);
+                self.complete(t_end, i, s.blocks as u64, s.computed as u64, s.generated, sinks);
                 continue;
             }
             let ph = self.phase_of(self.d, s.target);
@@ -827,10 +939,11 @@ impl<C: StepCostModel> Replica<C> {
         self.plan_step(t_end, sinks)
     }
 
-    fn complete(&mut self, t: f64, i: u32, blocks: u64, generated: u32, sinks: &mut Sinks) {
+    fn complete(&mut self, t: f64, i: u32, blocks: u64, kv: u64, generated: u32, sinks: &mut Sinks) {
         self.touch(t);
-        self.free_blocks += blocks;
-        let req = self.slots[i as usize].req;
+        let (req, shared) = (self.slots[i as usize].req, self.slots[i as usize].shared);
+        let rec = sinks.records[req as usize];
+        self.return_blocks(req, &rec, shared, blocks, kv);
         self.unlink(i);
         self.release(i);
         let r = &mut sinks.records[req as usize];
@@ -868,6 +981,7 @@ impl<C: StepCostModel> Replica<C> {
     /// Closes the time integrals at the end of the run.
     pub fn close(&mut self, t_end: f64) {
         self.touch(t_end);
+        self.stats.prefix_evictions = self.cache.evictions;
     }
 
     /// Tokens still to compute, recounted from the sequences and the waiting
@@ -907,7 +1021,7 @@ impl<C: StepCostModel> Replica<C> {
                 Phase::Decode => blocks_for(self.kv_len(s), self.p.block_size),
                 Phase::Prefill => s.blocks as u64,
                 Phase::Free => return Err("free slot in running list".into()),
-            };
+            } - s.shared as u64;
             n += 1;
             i = s.next;
         }
@@ -923,11 +1037,16 @@ impl<C: StepCostModel> Replica<C> {
         let used = self.p.num_blocks - self.free_blocks;
         // During a decode step the step's new blocks are already reserved.
         let reserved = if self.busy && self.step_decodes { self.phase_count[self.d_mod as usize] as u64 } else { 0 };
+        // Blocks shared through the prefix cache count once.
+        let blocks = blocks + self.cache.in_use;
         if used != blocks + reserved {
             return Err(format!("{used} blocks in use but sequences hold {blocks} (+{reserved} reserved)"));
         }
         if used > self.p.num_blocks {
             return Err("KV blocks in use exceed capacity".into());
+        }
+        if self.cache.evictable > self.free_blocks {
+            return Err("more evictable cached blocks than free blocks".into());
         }
         Ok(())
     }

@@ -111,6 +111,14 @@ pub struct KvSummary {
     pub mean_occupancy: f64,
     /// Largest fraction of blocks ever in use on any replica.
     pub peak_occupancy: f64,
+    /// Automatic prefix caching on.
+    pub prefix_caching: bool,
+    /// Prompt tokens found in the prefix cache ÷ prompt tokens of first admissions (null when off).
+    pub prefix_hit_rate: Option<f64>,
+    /// Prefill tokens not computed thanks to the cache, recomputes after preemption included.
+    pub prefix_saved_tokens: u64,
+    /// Cached blocks evicted to make room.
+    pub prefix_evictions: u64,
 }
 
 /// What the run cost.
@@ -557,6 +565,13 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
         capacity_tokens_per_replica: setup.memory.kv_capacity_tokens,
         mean_occupancy: sum(&|r| r.kv_area) / (duration * n_rep * nb),
         peak_occupancy: stats.iter().map(|r| r.peak_kv_blocks).max().unwrap_or(0) as f64 / nb,
+        prefix_caching: s.engine.prefix_caching,
+        prefix_hit_rate: s.engine.prefix_caching.then(|| {
+            stats.iter().map(|r| r.prefix_hit_tokens).sum::<u64>() as f64
+                / stats.iter().map(|r| r.prefix_query_tokens).sum::<u64>().max(1) as f64
+        }),
+        prefix_saved_tokens: stats.iter().map(|r| r.prefix_saved_tokens).sum(),
+        prefix_evictions: stats.iter().map(|r| r.prefix_evictions).sum(),
     };
     let gpu_hours = num_gpus as f64 * duration / 3600.0;
     let total_usd = gpu_hours * setup.price_per_gpu_hour;
