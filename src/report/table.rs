@@ -142,6 +142,13 @@ pub fn format_summary(s: &Summary) -> String {
         format!("{} / {}", num(s.kv_cache.mean_occupancy * 100.0, 1), num(s.kv_cache.peak_occupancy * 100.0, 1)),
     );
     row(&mut o, "Preemptions", u.preemptions);
+    if let Some(h) = s.kv_cache.prefix_hit_rate {
+        row(
+            &mut o,
+            "Prefix cache hit rate (saved tokens)",
+            format!("{}% ({})", num(h * 100.0, 1), s.kv_cache.prefix_saved_tokens),
+        );
+    }
     rule(&mut o, "Cost");
     let c = &s.cost;
     row(&mut o, "GPU-hours ($/GPU-hour)", format!("{} (${})", num(c.gpu_hours, 3), num(c.price_per_gpu_hour, 2)));
