@@ -190,3 +190,23 @@ fn schema_rejects_drifted_summary() {
         assert!(errors.contains(needle), "expected an error mentioning {needle:?}, got:\n{errors}");
     }
 }
+
+/// Per-class metrics (a prefill-only class included), the workload block and
+/// prefix-cache fields validate against the schema.
+#[test]
+fn classes_summary_matches_schema() {
+    let text = include_str!("../scenarios/mixed-classes.toml");
+    let json = summary_json(text, "mixed-classes.toml", &["duration_s=120", "engine.prefix_caching=true"]);
+    assert_valid(&json, "mixed classes");
+    let classes = json["classes"].as_object().expect("classes object");
+    assert!(classes.len() >= 3, "{}", classes.len());
+    let prefill_only: Vec<&Value> = classes.values().filter(|c| c["prefill_only"] == true).collect();
+    assert!(!prefill_only.is_empty(), "a prefill-only class");
+    for c in prefill_only {
+        assert_eq!(c["items_per_second"], c["request_throughput"]);
+        assert_eq!(c["ttr_count"], c["completed"]);
+        assert_eq!(c["tpot_count"], 0);
+    }
+    assert!(json["workload"]["offered_rate"].as_f64().is_some());
+    assert!(json["kv_cache"]["prefix_hit_rate"].as_f64().is_some());
+}
