@@ -147,6 +147,7 @@ pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
         batch_timeout: e.batch_timeout_ms * 1e-3,
         max_chunk: e.max_chunk_tokens.unwrap_or(u32::MAX),
         prefix_caching: e.prefix_caching,
+        watermark_blocks: (e.kv_watermark * memory.num_blocks as f64).ceil() as u64,
     };
     let price_per_gpu_hour = s.hardware.price_per_gpu_hour.unwrap_or(gpu.price_per_hour);
     let mut scenario = s.clone();

@@ -314,3 +314,27 @@ new_tokens = { dist = "uniform", min = 20, max = 100 }
     assert!(tight.kv_cache.prefix_hit_rate.unwrap() < hit);
     assert!(tight.kv_cache.peak_occupancy <= 1.0);
 }
+
+#[test]
+fn a_kv_watermark_trades_admissions_for_fewer_preemptions() {
+    let tight = r#"seed = 6
+num_requests = 3000
+[model]
+name = "llama-3.1-8b"
+[engine]
+num_gpu_blocks = 1200
+[workload]
+rate = 14
+prompt_tokens = { dist = "lognormal", mean = 800, cv = 0.8 }
+output_tokens = { dist = "lognormal", mean = 300, cv = 0.8 }
+"#;
+    let s = common::setup(tight, &[]);
+    let none = servesim::sim::simulate_checked(&s, s.scenario.seed);
+    let s = common::setup(tight, &["engine.kv_watermark=0.1"]);
+    assert_eq!(s.engine.watermark_blocks, 120);
+    let with = servesim::sim::simulate_checked(&s, s.scenario.seed);
+    let pre = |o: &servesim::sim::SimOutput| o.replicas.iter().map(|r| r.preemptions).sum::<u64>();
+    assert!(pre(&none) > 0, "the tight cache preempts");
+    assert!(pre(&with) < pre(&none), "watermark: {} preemptions vs {}", pre(&with), pre(&none));
+    assert!(with.records.iter().all(|r| r.status == Status::Completed));
+}

@@ -262,6 +262,9 @@ pub struct EngineConfig {
     /// (vLLM's `long_prefill_token_threshold`); default: the budget.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_chunk_tokens: Option<u32>,
+    /// Fraction of KV blocks kept free when admitting a waiting request
+    /// (vLLM's watermark; vLLM v0 uses 0.01).
+    pub kv_watermark: f64,
     /// Automatic prefix caching: full KV blocks are kept and shared by
     /// identity (system prompts, session context), skipping their prefill.
     pub prefix_caching: bool,
@@ -372,6 +375,7 @@ impl Default for EngineConfig {
             mixed_prefill: false,
             max_chunk_tokens: None,
             prefix_caching: false,
+            kv_watermark: 0.0,
             max_num_seqs: 256,
             max_num_batched_tokens: 8192,
             chunked_prefill: true,

@@ -107,6 +107,13 @@ impl Scenario {
             );
         }
         non_negative("engine.batch_timeout_ms", e.batch_timeout_ms)?;
+        if !(0.0..0.5).contains(&e.kv_watermark) {
+            return fail(
+                "engine.kv_watermark",
+                format!("must be a fraction in [0, 0.5), got {}", e.kv_watermark),
+                "use e.g. 0.01 (vLLM v0's default)",
+            );
+        }
         if e.chunked_prefill && e.mixed_prefill {
             return fail(
                 "engine.mixed_prefill",

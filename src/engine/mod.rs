@@ -70,6 +70,8 @@ pub struct EngineParams {
     pub max_chunk: u32,
     /// Automatic prefix caching.
     pub prefix_caching: bool,
+    /// Blocks kept free when admitting a waiting request (vLLM's watermark).
+    pub watermark_blocks: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -576,7 +578,11 @@ impl<C: StepCostModel> Replica<C> {
             return false;
         }
         let need = blocks_for((skip + chunk) as u64, bs) - hits as u64;
-        if need + unused_hits > self.free_blocks {
+        // A new request is admitted only if the free-block watermark remains
+        // (room for running sequences to grow without preempting at once);
+        // an idle replica waives it, so every request can eventually run.
+        let watermark = if self.n_running > 0 { self.p.watermark_blocks } else { 0 };
+        if need + unused_hits + watermark > self.free_blocks {
             return false;
         }
         self.touch(now);
