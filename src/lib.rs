@@ -91,6 +91,8 @@ pub struct Setup {
     pub price_per_gpu_hour: f64,
     /// The resolved workload (classes, processes, trace data).
     pub workload: std::sync::Arc<workload::WorkloadPlan>,
+    /// Speculative decoding: the draft model (for `mtp`, a one-layer head of the target).
+    pub draft: Option<LlmSpec>,
 }
 
 fn unknown(kind: &str, name: &str, known: Vec<&String>, key: &str) -> ConfigError {
@@ -129,7 +131,28 @@ pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
         .key("engine.max_num_batched_tokens")
         .hint(format!("raise it to at least {} or lower max_num_seqs", e.max_num_seqs)));
     }
-    let memory = memory::plan(&llm, &gpu, s)?;
+    let mut memory = memory::plan(&llm, &gpu, s)?;
+    let draft = match config::SpeculativeConfig::active(e) {
+        None => None,
+        Some(sp) => {
+            let d = match &sp.draft_model {
+                Some(name) => match catalog.model(name) {
+                    Some(entry) => entry.spec.clone(),
+                    None => {
+                        return Err(unknown(
+                            "model",
+                            name,
+                            catalog.models.keys().collect(),
+                            "engine.speculative.draft_model",
+                        ));
+                    }
+                },
+                None => LlmSpec { name: format!("{} MTP head", llm.name), num_layers: 1, ..llm.clone() },
+            };
+            reserve_draft(&mut memory, &d, s)?;
+            Some(d)
+        }
+    };
     let workload = workload::plan::build(s)?;
     if !workload.clip {
         check_fits(s, &workload, memory.max_model_len, &llm.name)?;
@@ -148,6 +171,7 @@ pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
         max_chunk: e.max_chunk_tokens.unwrap_or(u32::MAX),
         prefix_caching: e.prefix_caching,
         watermark_blocks: (e.kv_watermark * memory.num_blocks as f64).ceil() as u64,
+        spec_k: config::SpeculativeConfig::active(e).map_or(0, |s| s.num_tokens),
     };
     let price_per_gpu_hour = s.hardware.price_per_gpu_hour.unwrap_or(gpu.price_per_hour);
     let mut scenario = s.clone();
@@ -162,7 +186,40 @@ pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
         engine,
         price_per_gpu_hour,
         workload: std::sync::Arc::new(workload),
+        draft,
     })
+}
+
+/// Takes the draft model's weights and its KV cache (one draft KV entry per
+/// target KV entry) out of the KV-cache budget of each GPU.
+fn reserve_draft(m: &mut MemoryPlan, d: &LlmSpec, s: &Scenario) -> Result<(), ConfigError> {
+    let tp = s.hardware.tp as f64;
+    let weights = d.total_params() * s.model.dtype.bytes() / tp;
+    let kv_heads = (d.num_kv_heads as f64 / tp).ceil();
+    let draft_tok = 2.0 * d.num_layers as f64 * kv_heads * d.head_dim as f64 * s.model.kv_dtype.bytes();
+    let budget = m.kv_gib_per_gpu * catalog::GIB - weights;
+    let per_block = (m.kv_bytes_per_token_per_gpu + draft_tok) * m.block_size as f64;
+    let blocks = if m.blocks_overridden { m.num_blocks } else { (budget / per_block).floor().max(0.0) as u64 };
+    let capacity = blocks * m.block_size as u64;
+    if s.engine.max_model_len.is_none() {
+        m.max_model_len = m.max_model_len.min(capacity.min(u32::MAX as u64) as u32);
+    }
+    if blocks == 0 || capacity < m.max_model_len as u64 {
+        return Err(ConfigError::new(format!(
+            "the draft model {} ({:.1} GiB of weights per GPU) leaves KV room for {capacity} tokens, less than \
+             max_model_len {}",
+            d.name,
+            weights / catalog::GIB,
+            m.max_model_len
+        ))
+        .key("engine.speculative")
+        .hint("use a smaller draft model or method = \"mtp\", lower engine.max_model_len, or use more GPUs (tp)"));
+    }
+    m.num_blocks = blocks;
+    m.kv_capacity_tokens = capacity;
+    m.kv_gib_per_gpu = blocks as f64 * per_block / catalog::GIB;
+    m.max_seqs_at_max_len = capacity / m.max_model_len as u64;
+    Ok(())
 }
 
 /// Fails when some class can never fit the context window (every request

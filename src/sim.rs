@@ -11,7 +11,7 @@
 use crate::Setup;
 use crate::cluster::{ReplicaLoad, Router};
 use crate::config::{CostModelKind, QueueOrder, RouterKind};
-use crate::cost::{ConstantStep, ExponentialStep, Roofline, StepCostModel};
+use crate::cost::{ConstantStep, ExponentialStep, Roofline, Speculative, StepCostModel};
 use crate::engine::{Replica, ReplicaStats, Sinks, Span};
 use crate::metrics::{LogHistogram, RejectReason, RequestRecord, Status};
 use crate::workload::{Source, stream_seed};
@@ -175,7 +175,19 @@ fn simulate_opts(setup: &Setup, seed: u64, check: bool, fast: bool) -> SimOutput
     match s.cost.model {
         CostModelKind::Roofline => {
             let r = Roofline::new(&setup.llm, &setup.gpu, s.hardware.tp, s.model.dtype, s.model.kv_dtype, &s.cost);
-            simulate_with(setup, seed, |_| r.clone(), check, fast)
+            match &setup.draft {
+                Some(draft) => {
+                    // Draft steps run inside the verify step: no scheduler overhead of their own.
+                    let cost = crate::config::CostConfig {
+                        step_overhead_ms: 0.0,
+                        per_request_overhead_ms: 0.0,
+                        ..s.cost.clone()
+                    };
+                    let d = Roofline::new(draft, &setup.gpu, s.hardware.tp, s.model.dtype, s.model.kv_dtype, &cost);
+                    simulate_with(setup, seed, |_| Speculative::new(r.clone(), d.clone()), check, fast)
+                }
+                None => simulate_with(setup, seed, |_| r.clone(), check, fast),
+            }
         }
         CostModelKind::Constant => {
             let t = s.cost.step_time_ms.unwrap_or(1.0) * 1e-3;
@@ -237,8 +249,13 @@ pub fn simulate_with<C: StepCostModel>(
         (0..n_rep as u32).map(|i| Replica::new(i, setup.engine, make_cost(i), warmup)).collect();
     let groups: std::sync::Arc<[(u32, u32)]> =
         setup.workload.classes.iter().map(|c| (c.prefix_group, c.prefix_tokens)).collect();
-    for r in &mut replicas {
+    let alpha: std::sync::Arc<[f64]> = match crate::config::SpeculativeConfig::active(&s.engine) {
+        Some(sp) => setup.workload.classes.iter().map(|c| c.spec_acceptance.unwrap_or(sp.acceptance)).collect(),
+        None => std::sync::Arc::from(Vec::new()),
+    };
+    for r in replicas.iter_mut() {
         r.set_prefix_groups(groups.clone());
+        r.set_speculative(alpha.clone(), stream_seed(seed, 400));
     }
     let peak_flops = replicas[0].cost_model().peak_flops();
     let peak_bandwidth = replicas[0].cost_model().peak_bandwidth();

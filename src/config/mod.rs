@@ -306,6 +306,52 @@ pub struct EngineConfig {
     /// abandoned by its client (`timed_out`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_wait_s: Option<f64>,
+    /// Speculative decoding (absent: off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<SpeculativeConfig>,
+}
+
+/// How draft tokens are proposed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SpecMethod {
+    /// A smaller draft model (`draft_model`) runs `num_tokens` decode steps per verify step.
+    #[default]
+    Draft,
+    /// Multi-token prediction: a one-layer head of the target model proposes the tokens
+    /// (DeepSeek-V3 MTP, EAGLE-style).
+    Mtp,
+}
+
+/// `[engine.speculative]`: speculative decoding.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpeculativeConfig {
+    /// How draft tokens are proposed.
+    #[serde(default)]
+    pub method: SpecMethod,
+    /// `draft`: the draft model, a file stem in `models/llm/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_model: Option<String>,
+    /// Tokens proposed per verify step (k); 0 turns speculation off (for
+    /// `[baseline]` and sweeps).
+    pub num_tokens: u32,
+    /// Probability that each proposed token is accepted (α), for classes
+    /// that do not set `spec_acceptance`.
+    pub acceptance: f64,
+}
+
+impl SpeculativeConfig {
+    /// The table when it turns speculation on.
+    pub fn active(e: &EngineConfig) -> Option<&SpeculativeConfig> {
+        e.speculative.as_ref().filter(|s| s.num_tokens > 0)
+    }
+
+    /// Mean tokens emitted per verify step with acceptance `alpha`:
+    /// (1 − α^(k+1)) / (1 − α).
+    pub fn expected_tokens(k: u32, alpha: f64) -> f64 {
+        if alpha >= 1.0 { (k + 1) as f64 } else { (1.0 - alpha.powi(k as i32 + 1)) / (1.0 - alpha) }
+    }
 }
 
 /// Order of a replica's waiting queue.
@@ -391,6 +437,7 @@ impl Default for EngineConfig {
             prediction_error: 0.0,
             max_waiting: None,
             max_wait_s: None,
+            speculative: None,
         }
     }
 }

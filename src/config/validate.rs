@@ -146,6 +146,9 @@ impl Scenario {
         if let Some(w) = e.max_wait_s {
             positive("engine.max_wait_s", w)?;
         }
+        if let Some(sp) = &e.speculative {
+            speculative(sp, self.cost.model)?;
+        }
         let c = &self.cost;
         non_negative("cost.step_overhead_ms", c.step_overhead_ms)?;
         non_negative("cost.per_request_overhead_ms", c.per_request_overhead_ms)?;
@@ -212,6 +215,56 @@ impl Scenario {
             slo("slo", x)?;
         }
         Ok(())
+    }
+}
+
+/// Checks `[engine.speculative]`.
+fn speculative(sp: &super::SpeculativeConfig, model: CostModelKind) -> Check {
+    if sp.num_tokens > 16 {
+        return fail(
+            "engine.speculative.num_tokens",
+            format!("must be between 0 (off) and 16 proposed tokens, got {}", sp.num_tokens),
+            "use e.g. 3 to 5",
+        );
+    }
+    acceptance("engine.speculative.acceptance", sp.acceptance)?;
+    match (sp.method, &sp.draft_model) {
+        (super::SpecMethod::Draft, None) => {
+            return fail(
+                "engine.speculative.draft_model",
+                "method = \"draft\" needs a draft model",
+                "set draft_model = \"<file stem in models/llm/>\", or method = \"mtp\"",
+            );
+        }
+        (super::SpecMethod::Mtp, Some(_)) => {
+            return fail(
+                "engine.speculative.draft_model",
+                "method = \"mtp\" drafts with a head of the target model, not a separate model",
+                "remove draft_model, or set method = \"draft\"",
+            );
+        }
+        _ => {}
+    }
+    if model != CostModelKind::Roofline {
+        return fail(
+            "engine.speculative",
+            "speculative decoding needs the roofline cost model (it prices the draft steps and the wider verify pass)",
+            "set cost.model = \"roofline\", or remove [engine.speculative]",
+        );
+    }
+    Ok(())
+}
+
+/// Checks an acceptance rate α.
+pub(super) fn acceptance(key: &str, a: f64) -> Check {
+    if (0.0..=1.0).contains(&a) {
+        Ok(())
+    } else {
+        fail(
+            key,
+            format!("must be a probability in [0, 1], got {a}"),
+            "use e.g. 0.7 (measured acceptance rates are 0.5-0.9)",
+        )
     }
 }
 

@@ -462,6 +462,10 @@ pub struct ClassConfig {
     /// Bucket size of the limit, tokens (default: one second's worth).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_burst: Option<f64>,
+    /// Speculative decoding: acceptance rate α of this class's draft tokens
+    /// (default: `engine.speculative.acceptance`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_acceptance: Option<f64>,
 }
 
 /// `[workload]`.
@@ -1319,6 +1323,9 @@ impl WorkloadConfig {
                         "set token_rate_limit too, or remove token_burst",
                     );
                 }
+            }
+            if let Some(a) = c.spec_acceptance {
+                super::validate::acceptance(&k("spec_acceptance"), a)?;
             }
             if c.prefix_group.is_some() && c.prefix_tokens == 0 {
                 return fail(

@@ -6,9 +6,11 @@
 //! evaluating them is O(1): the cost never loops over layers or tokens.
 
 mod roofline;
+mod speculative;
 mod synthetic;
 
 pub use roofline::Roofline;
+pub use speculative::Speculative;
 pub use synthetic::{ConstantStep, ExponentialStep};
 
 /// What one engine step computes, summed over the sequences in it.
@@ -32,6 +34,9 @@ pub struct StepBatch {
     /// Requests admitted in this step (first admissions and re-admissions
     /// after a preemption: each prepares its inputs anew).
     pub new_requests: u32,
+    /// Speculative decoding: draft tokens proposed per decoding sequence (k);
+    /// each decoding sequence then verifies k + 1 tokens (0: off).
+    pub spec_tokens: u32,
 }
 
 impl StepBatch {

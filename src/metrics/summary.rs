@@ -121,6 +121,26 @@ pub struct KvSummary {
     pub prefix_evictions: u64,
 }
 
+/// Speculative decoding, as it ran.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SpecSummary {
+    /// `draft` or `mtp`.
+    pub method: String,
+    /// The draft model (for `mtp`, the target's one-layer head).
+    pub draft_model: String,
+    /// Tokens proposed per verify step (k).
+    pub num_tokens: u32,
+    /// Default acceptance rate α (classes may set their own).
+    pub acceptance: f64,
+    /// (1 − α^(k+1)) / (1 − α) at the default α: the mean tokens a verify step emits.
+    pub expected_tokens_per_step: f64,
+    /// Mean of the drawn per-step emissions (before truncation at the output length).
+    pub drawn_tokens_per_step: f64,
+    /// Output tokens emitted per sequence-step of speculative decoding
+    /// (the last step of a request emits only what is left).
+    pub tokens_per_step: f64,
+}
+
 /// What the run cost.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CostSummary {
@@ -293,6 +313,8 @@ pub struct Summary {
     pub utilisation: Utilisation,
     /// KV cache.
     pub kv_cache: KvSummary,
+    /// Speculative decoding (null when off).
+    pub speculative: Option<SpecSummary>,
     /// Cost.
     pub cost: CostSummary,
     /// false when the queue grows through the run (overload); null when not applicable.
@@ -573,6 +595,21 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
         prefix_saved_tokens: stats.iter().map(|r| r.prefix_saved_tokens).sum(),
         prefix_evictions: stats.iter().map(|r| r.prefix_evictions).sum(),
     };
+    let speculative = crate::config::SpeculativeConfig::active(&s.engine).map(|sp| {
+        let total = |f: &dyn Fn(&crate::engine::ReplicaStats) -> u64| stats.iter().map(f).sum::<u64>() as f64;
+        SpecSummary {
+            method: match sp.method {
+                crate::config::SpecMethod::Draft => "draft".into(),
+                crate::config::SpecMethod::Mtp => "mtp".into(),
+            },
+            draft_model: setup.draft.as_ref().map_or_else(String::new, |d| d.name.clone()),
+            num_tokens: sp.num_tokens,
+            acceptance: sp.acceptance,
+            expected_tokens_per_step: crate::config::SpeculativeConfig::expected_tokens(sp.num_tokens, sp.acceptance),
+            drawn_tokens_per_step: total(&|r| r.spec_draw_tokens) / total(&|r| r.spec_draws),
+            tokens_per_step: total(&|r| r.spec_seq_tokens) / total(&|r| r.spec_seq_steps),
+        }
+    });
     let gpu_hours = num_gpus as f64 * duration / 3600.0;
     let total_usd = gpu_hours * setup.price_per_gpu_hour;
     let cost = CostSummary {
@@ -629,6 +666,7 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
         workload,
         utilisation,
         kv_cache,
+        speculative,
         cost,
         stable,
         stability,

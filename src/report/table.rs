@@ -149,6 +149,20 @@ pub fn format_summary(s: &Summary) -> String {
             format!("{}% ({})", num(h * 100.0, 1), s.kv_cache.prefix_saved_tokens),
         );
     }
+    if let Some(sp) = &s.speculative {
+        row(
+            &mut o,
+            "Speculative tokens/step (formula)",
+            format!(
+                "{} ({}; {} k={} α={})",
+                num(sp.tokens_per_step, 2),
+                num(sp.expected_tokens_per_step, 2),
+                sp.draft_model,
+                sp.num_tokens,
+                sp.acceptance
+            ),
+        );
+    }
     rule(&mut o, "Cost");
     let c = &s.cost;
     row(&mut o, "GPU-hours ($/GPU-hour)", format!("{} (${})", num(c.gpu_hours, 3), num(c.price_per_gpu_hour, 2)));

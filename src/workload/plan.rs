@@ -43,6 +43,8 @@ pub struct ClassPlan {
     pub prefill_only: bool,
     /// Token-bucket admission limit: (tokens per second, bucket size).
     pub token_limit: Option<(f64, f64)>,
+    /// Speculative decoding: this class's acceptance rate, if it sets one.
+    pub spec_acceptance: Option<f64>,
 }
 
 /// The trace window being replayed.
@@ -328,6 +330,7 @@ pub fn build(s: &Scenario) -> Result<WorkloadPlan, ConfigError> {
         prefix_tokens: 0,
         token_rate_limit: None,
         token_burst: None,
+        spec_acceptance: None,
     };
     let configs: Vec<&ClassConfig> = if w.classes.is_empty() { vec![&implicit] } else { w.classes.iter().collect() };
     let mut groups: Vec<&str> = Vec::new();
@@ -383,6 +386,7 @@ pub fn build(s: &Scenario) -> Result<WorkloadPlan, ConfigError> {
             prefix_tokens: c.prefix_tokens,
             prefill_only,
             token_limit: c.token_rate_limit.map(|r| (r, c.token_burst.unwrap_or(r))),
+            spec_acceptance: c.spec_acceptance,
         });
     }
     let total_weight: f64 = classes.iter().map(|c| c.weight).sum();
