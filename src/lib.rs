@@ -83,16 +83,17 @@ pub struct Setup {
     pub gpu: GpuSpec,
     /// Where the GPU profile came from.
     pub gpu_origin: String,
-    /// Memory plan of one replica.
+    /// Memory plan of one replica (of the first pool).
     pub memory: MemoryPlan,
-    /// Engine limits of one replica.
+    /// Engine limits of one replica (of the first pool).
     pub engine: EngineParams,
-    /// USD per GPU-hour in effect.
+    /// USD per GPU-hour in effect (in the first pool).
     pub price_per_gpu_hour: f64,
     /// The resolved workload (classes, processes, trace data).
     pub workload: std::sync::Arc<workload::WorkloadPlan>,
-    /// Speculative decoding: the draft model (for `mtp`, a one-layer head of the target).
-    pub draft: Option<LlmSpec>,
+    /// The replica pools (one, `default`, without `[[pools]]`); `gpu`,
+    /// `memory`, `engine` and `price_per_gpu_hour` above are the first pool's.
+    pub pools: Vec<Pool>,
 }
 
 fn unknown(kind: &str, name: &str, known: Vec<&String>, key: &str) -> ConfigError {
@@ -109,29 +110,135 @@ fn unknown(kind: &str, name: &str, known: Vec<&String>, key: &str) -> ConfigErro
     ConfigError::new(format!("unknown {kind} \"{name}\"")).key(key).hint(hint)
 }
 
+/// One pool of identical replicas, resolved.
+#[derive(Debug, Clone)]
+pub struct Pool {
+    /// Pool name (`default` without `[[pools]]`).
+    pub name: String,
+    /// What its replicas do.
+    pub role: config::PoolRole,
+    /// The GPU profile.
+    pub gpu: GpuSpec,
+    /// Where the GPU profile came from.
+    pub gpu_origin: String,
+    /// GPUs per replica.
+    pub tp: u32,
+    /// Replicas in the pool.
+    pub replicas: u32,
+    /// Memory plan of one replica.
+    pub memory: MemoryPlan,
+    /// Engine limits of one replica.
+    pub engine: EngineParams,
+    /// The pool's engine settings (the scenario's `[engine]` with the pool's overrides).
+    pub engine_config: config::EngineConfig,
+    /// USD per GPU-hour in effect.
+    pub price_per_gpu_hour: f64,
+    /// Speculative decoding: the draft model (for `mtp`, a one-layer head of the target).
+    pub draft: Option<LlmSpec>,
+}
+
 /// Resolves a scenario against the catalogue and plans memory.
 pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
     let (llm, llm_origin) =
         pick(s.model.spec.as_ref(), "model.spec", LlmSpec::validate, catalog.model(&s.model.name), || {
             unknown("model", &s.model.name, catalog.models.keys().collect(), "model.name")
         })?;
+    let mut pools = Vec::new();
+    if s.pools.is_empty() {
+        pools.push(resolve_pool(&llm, catalog, s, "default", config::PoolRole::Mixed, "")?);
+    } else {
+        for (i, p) in s.pools.iter().enumerate().filter(|(_, p)| p.replicas > 0) {
+            let prefix = format!("pools[{i}].");
+            let engine = pool_engine(&s.engine, &p.engine, &format!("{prefix}engine"))?;
+            let hardware = config::HardwareConfig {
+                gpu: p.gpu.clone(),
+                gpu_spec: None,
+                tp: p.tp,
+                replicas: p.replicas,
+                price_per_gpu_hour: p.price_per_gpu_hour,
+                ..s.hardware.clone()
+            };
+            let ps = Scenario { hardware, engine, pools: Vec::new(), disaggregation: None, ..s.clone() };
+            if let Err((key, msg, hint)) = ps.validate() {
+                return Err(ConfigError::new(msg).key(format!("{prefix}{key}")).hint(hint));
+            }
+            pools.push(resolve_pool(&llm, catalog, &ps, &p.name, p.role, &prefix)?);
+        }
+    }
+    // Entry pools (mixed, prefill) first, decode pools last: the event loop routes by index range.
+    pools.sort_by_key(|p| p.role == config::PoolRole::Decode);
+    let workload = workload::plan::build(s)?;
+    let max_model_len = pools.iter().map(|p| p.memory.max_model_len).min().unwrap_or(0);
+    if !workload.clip {
+        check_fits(s, &workload, max_model_len, &llm.name)?;
+    }
+    let first = pools[0].clone();
+    let mut scenario = s.clone();
+    scenario.engine.max_model_len = Some(max_model_len);
+    Ok(Setup {
+        scenario,
+        llm,
+        llm_origin,
+        gpu: first.gpu,
+        gpu_origin: first.gpu_origin,
+        memory: first.memory,
+        engine: first.engine,
+        price_per_gpu_hour: first.price_per_gpu_hour,
+        workload: std::sync::Arc::new(workload),
+        pools,
+    })
+}
+
+/// A pool's engine settings: the scenario's `[engine]`, then the pool's
+/// preset, then the keys the pool sets.
+fn pool_engine(
+    base: &config::EngineConfig,
+    over: &toml::Table,
+    key: &str,
+) -> Result<config::EngineConfig, ConfigError> {
+    use serde::Deserialize;
+    let mut t = toml::Table::try_from(base).map_err(|e| ConfigError::new(e.to_string()).key(key))?;
+    let mut wrap = toml::Table::new();
+    wrap.insert("engine".into(), toml::Value::Table(over.clone()));
+    config::apply_preset(&mut wrap);
+    if let Some(toml::Value::Table(over)) = wrap.remove("engine") {
+        t.extend(over);
+    }
+    config::EngineConfig::deserialize(t).map_err(|e| {
+        ConfigError::new(format!("{key}: {}", e.message()))
+            .key(key)
+            .hint("a pool's engine table takes the keys of [engine] (docs/scenario.md)")
+    })
+}
+
+/// Resolves one pool of the scenario `s` (whose `[hardware]` and `[engine]`
+/// are the pool's); `prefix` is put in front of the keys named in errors.
+fn resolve_pool(
+    llm: &LlmSpec,
+    catalog: &Catalog,
+    s: &Scenario,
+    name: &str,
+    role: config::PoolRole,
+    prefix: &str,
+) -> Result<Pool, ConfigError> {
     let (gpu, gpu_origin) = pick(
         s.hardware.gpu_spec.as_ref(),
         "hardware.gpu_spec",
         GpuSpec::validate,
         catalog.gpu(&s.hardware.gpu),
         || unknown("gpu", &s.hardware.gpu, catalog.gpus.keys().collect(), "hardware.gpu"),
-    )?;
+    )
+    .map_err(|e| rekey(e, prefix, "hardware."))?;
     let e = &s.engine;
     if e.max_num_batched_tokens < e.max_num_seqs {
         return Err(ConfigError::new(format!(
             "max_num_batched_tokens ({}) is smaller than max_num_seqs ({}): a full decode batch would not fit one step",
             e.max_num_batched_tokens, e.max_num_seqs
         ))
-        .key("engine.max_num_batched_tokens")
+        .key(format!("{prefix}engine.max_num_batched_tokens"))
         .hint(format!("raise it to at least {} or lower max_num_seqs", e.max_num_seqs)));
     }
-    let mut memory = memory::plan(&llm, &gpu, s)?;
+    let mut memory = memory::plan(llm, &gpu, s).map_err(|e| rekey(e, prefix, "hardware."))?;
     let draft = match config::SpeculativeConfig::active(e) {
         None => None,
         Some(sp) => {
@@ -143,20 +250,16 @@ pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
                             "model",
                             name,
                             catalog.models.keys().collect(),
-                            "engine.speculative.draft_model",
+                            &format!("{prefix}engine.speculative.draft_model"),
                         ));
                     }
                 },
                 None => LlmSpec { name: format!("{} MTP head", llm.name), num_layers: 1, ..llm.clone() },
             };
-            reserve_draft(&mut memory, &d, s)?;
+            reserve_draft(&mut memory, &d, s).map_err(|e| rekey(e, prefix, "engine."))?;
             Some(d)
         }
     };
-    let workload = workload::plan::build(s)?;
-    if !workload.clip {
-        check_fits(s, &workload, memory.max_model_len, &llm.name)?;
-    }
     let engine = EngineParams {
         max_num_seqs: e.max_num_seqs,
         max_num_batched_tokens: e.max_num_batched_tokens,
@@ -172,20 +275,19 @@ pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
         prefix_caching: e.prefix_caching,
         watermark_blocks: (e.kv_watermark * memory.num_blocks as f64).ceil() as u64,
         spec_k: config::SpeculativeConfig::active(e).map_or(0, |s| s.num_tokens),
+        handoff: role == config::PoolRole::Prefill,
     };
-    let price_per_gpu_hour = s.hardware.price_per_gpu_hour.unwrap_or(gpu.price_per_hour);
-    let mut scenario = s.clone();
-    scenario.engine.max_model_len = Some(memory.max_model_len);
-    Ok(Setup {
-        scenario,
-        llm,
-        llm_origin,
+    Ok(Pool {
+        name: name.to_string(),
+        role,
+        price_per_gpu_hour: s.hardware.price_per_gpu_hour.unwrap_or(gpu.price_per_hour),
         gpu,
         gpu_origin,
+        tp: s.hardware.tp,
+        replicas: s.hardware.replicas,
         memory,
         engine,
-        price_per_gpu_hour,
-        workload: std::sync::Arc::new(workload),
+        engine_config: e.clone(),
         draft,
     })
 }
@@ -220,6 +322,19 @@ fn reserve_draft(m: &mut MemoryPlan, d: &LlmSpec, s: &Scenario) -> Result<(), Co
     m.kv_gib_per_gpu = blocks as f64 * per_block / catalog::GIB;
     m.max_seqs_at_max_len = capacity / m.max_model_len as u64;
     Ok(())
+}
+
+/// Puts `prefix` in front of an error's key when it starts with `section`
+/// (a pool's `hardware.tp` is `pools[1].tp`, its `engine.x` is `pools[1].engine.x`).
+fn rekey(mut e: ConfigError, prefix: &str, section: &str) -> ConfigError {
+    if prefix.is_empty() {
+        return e;
+    }
+    if let Some(k) = e.key.take() {
+        let k = if section == "hardware." { k.strip_prefix(section).unwrap_or(&k).to_string() } else { k };
+        e.key = Some(format!("{prefix}{k}"));
+    }
+    e
 }
 
 /// Fails when some class can never fit the context window (every request

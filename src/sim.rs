@@ -10,7 +10,7 @@
 
 use crate::Setup;
 use crate::cluster::{ReplicaLoad, Router};
-use crate::config::{CostModelKind, QueueOrder, RouterKind};
+use crate::config::{CostModelKind, PoolRole, QueueOrder, RouterKind};
 use crate::cost::{ConstantStep, ExponentialStep, Roofline, Speculative, StepCostModel};
 use crate::engine::{Replica, ReplicaStats, Sinks, Span};
 use crate::metrics::{LogHistogram, RejectReason, RequestRecord, Status};
@@ -114,6 +114,8 @@ enum Kind {
     Admit = 1,
     Wake = 2,
     Timeout = 3,
+    /// A prefill replica's KV cache has reached the decode pool.
+    Transfer = 4,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -174,20 +176,28 @@ fn simulate_opts(setup: &Setup, seed: u64, check: bool, fast: bool) -> SimOutput
     let s = &setup.scenario;
     match s.cost.model {
         CostModelKind::Roofline => {
-            let r = Roofline::new(&setup.llm, &setup.gpu, s.hardware.tp, s.model.dtype, s.model.kv_dtype, &s.cost);
-            match &setup.draft {
-                Some(draft) => {
-                    // Draft steps run inside the verify step: no scheduler overhead of their own.
-                    let cost = crate::config::CostConfig {
-                        step_overhead_ms: 0.0,
-                        per_request_overhead_ms: 0.0,
-                        ..s.cost.clone()
-                    };
-                    let d = Roofline::new(draft, &setup.gpu, s.hardware.tp, s.model.dtype, s.model.kv_dtype, &cost);
-                    simulate_with(setup, seed, |_| Speculative::new(r.clone(), d.clone()), check, fast)
-                }
-                None => simulate_with(setup, seed, |_| r.clone(), check, fast),
+            let pool = pool_of(setup);
+            let target =
+                |p: &crate::Pool| Roofline::new(&setup.llm, &p.gpu, p.tp, s.model.dtype, s.model.kv_dtype, &s.cost);
+            if setup.pools.iter().all(|p| p.draft.is_none()) {
+                let models: Vec<Roofline> = setup.pools.iter().map(target).collect();
+                return simulate_with(setup, seed, |r| models[pool[r as usize] as usize].clone(), check, fast);
             }
+            // Draft steps run inside the verify step: no scheduler overhead of their own.
+            let cost =
+                crate::config::CostConfig { step_overhead_ms: 0.0, per_request_overhead_ms: 0.0, ..s.cost.clone() };
+            let models: Vec<Speculative<Roofline>> = setup
+                .pools
+                .iter()
+                .map(|p| {
+                    let draft = p
+                        .draft
+                        .as_ref()
+                        .map(|d| Roofline::new(d, &p.gpu, p.tp, s.model.dtype, s.model.kv_dtype, &cost));
+                    Speculative::new(target(p), draft)
+                })
+                .collect();
+            simulate_with(setup, seed, |r| models[pool[r as usize] as usize].clone(), check, fast)
         }
         CostModelKind::Constant => {
             let t = s.cost.step_time_ms.unwrap_or(1.0) * 1e-3;
@@ -198,6 +208,11 @@ fn simulate_opts(setup: &Setup, seed: u64, check: bool, fast: bool) -> SimOutput
             simulate_with(setup, seed, |r| ExponentialStep::new(t, stream_seed(seed, 100 + r as u64)), check, fast)
         }
     }
+}
+
+/// The pool of each replica, by replica index (pools in declaration order).
+pub fn pool_of(setup: &Setup) -> Vec<u32> {
+    setup.pools.iter().enumerate().flat_map(|(i, p)| std::iter::repeat_n(i as u32, p.replicas as usize)).collect()
 }
 
 /// Shortens a request to the context window: the prompt first (keeping at
@@ -214,18 +229,26 @@ fn clip(max_len: u32, prompt: &mut u32, output: &mut u32) -> bool {
     true
 }
 
-/// Why a request can never be served by this setup, if so.
+/// Why a request can never be served by this setup (by every pool it may
+/// visit), if so.
 fn reject_reason(setup: &Setup, prompt: u32, output: u32) -> Option<RejectReason> {
     let total = prompt as u64 + output as u64;
-    if total > setup.memory.max_model_len as u64 {
-        return Some(RejectReason::ExceedsMaxModelLen);
-    }
-    // KV the request holds at its longest (a prefill-only one holds its prompt).
-    if prompt as u64 + output.max(1) as u64 - 1 > setup.memory.kv_capacity_tokens {
-        return Some(RejectReason::ExceedsKvCapacity);
-    }
-    if !setup.engine.chunked_prefill && prompt > setup.engine.max_num_batched_tokens {
-        return Some(RejectReason::ExceedsTokenBudget);
+    for p in &setup.pools {
+        if total > p.memory.max_model_len as u64 {
+            return Some(RejectReason::ExceedsMaxModelLen);
+        }
+        // KV the request holds at its longest there (a prefill-only one, or
+        // one in a prefill pool, holds its prompt).
+        let kv = match p.role {
+            PoolRole::Prefill => prompt as u64,
+            _ => prompt as u64 + output.max(1) as u64 - 1,
+        };
+        if kv > p.memory.kv_capacity_tokens {
+            return Some(RejectReason::ExceedsKvCapacity);
+        }
+        if p.role != PoolRole::Decode && !p.engine.chunked_prefill && prompt > p.engine.max_num_batched_tokens {
+            return Some(RejectReason::ExceedsTokenBudget);
+        }
     }
     None
 }
@@ -244,9 +267,26 @@ pub fn simulate_with<C: StepCostModel>(
 ) -> SimOutput {
     let s = &setup.scenario;
     let warmup = s.warmup_s;
-    let n_rep = s.hardware.replicas as usize;
-    let mut replicas: Vec<Replica<C>> =
-        (0..n_rep as u32).map(|i| Replica::new(i, setup.engine, make_cost(i), warmup)).collect();
+    let pool = pool_of(setup);
+    let n_rep = pool.len();
+    let mut replicas: Vec<Replica<C>> = (0..n_rep as u32)
+        .map(|i| {
+            let p = pool[i as usize];
+            let mut r = Replica::new(i, setup.pools[p as usize].engine, make_cost(i), warmup);
+            r.stats.pool = p;
+            r
+        })
+        .collect();
+    // Requests enter at the mixed or prefill pools (replicas 0..n_entry); decode pools follow.
+    let n_entry = pool.iter().take_while(|&&p| setup.pools[p as usize].role != PoolRole::Decode).count();
+    let mut dec_router = Router::new(s.hardware.router, (n_rep - n_entry).max(1), stream_seed(seed, 301));
+    let link = s.disaggregation.clone().unwrap_or_default();
+    let kv_bytes_per_token = 2.0
+        * setup.llm.num_layers as f64
+        * setup.llm.num_kv_heads as f64
+        * setup.llm.head_dim as f64
+        * s.model.kv_dtype.bytes();
+    let mut handoffs: Vec<u32> = Vec::new();
     let groups: std::sync::Arc<[(u32, u32)]> =
         setup.workload.classes.iter().map(|c| (c.prefix_group, c.prefix_tokens)).collect();
     let alpha: std::sync::Arc<[f64]> = match crate::config::SpeculativeConfig::active(&s.engine) {
@@ -259,7 +299,7 @@ pub fn simulate_with<C: StepCostModel>(
     }
     let peak_flops = replicas[0].cost_model().peak_flops();
     let peak_bandwidth = replicas[0].cost_model().peak_bandwidth();
-    let mut router = Router::new(s.hardware.router, n_rep, stream_seed(seed, 300));
+    let mut router = Router::new(s.hardware.router, n_entry, stream_seed(seed, 300));
     let mut requests = Source::new(&setup.workload, seed);
     let notify = requests.needs_feedback();
     let cap = setup.workload.num_requests.unwrap_or(0).min(1 << 26) as usize;
@@ -299,7 +339,7 @@ pub fn simulate_with<C: StepCostModel>(
     // Central queue: requests wait at the router until a replica has room
     // (fewer than max_num_seqs outstanding), first come first served.
     let central = s.hardware.router == RouterKind::CentralQueue;
-    let room = setup.engine.max_num_seqs;
+    let room = |r: &Replica<C>| r.params().max_num_seqs;
     let mut held: std::collections::VecDeque<u32> = std::collections::VecDeque::new();
     macro_rules! dispatch {
         () => {
@@ -309,7 +349,7 @@ pub fn simulate_with<C: StepCostModel>(
                     continue;
                 }
                 let r = router.pick(u32::MAX);
-                if replicas[r].outstanding() >= room {
+                if replicas[r].outstanding() >= room(&replicas[r]) {
                     break;
                 }
                 held.pop_front();
@@ -343,6 +383,18 @@ pub fn simulate_with<C: StepCostModel>(
         }};
     }
 
+    // Tells the router of replica `r`'s pool about its new load.
+    macro_rules! observe {
+        ($r:expr) => {{
+            let r: usize = $r;
+            if r < n_entry {
+                router.observe(r, &replicas[r]);
+            } else {
+                dec_router.observe(r - n_entry, &replicas[r]);
+            }
+        }};
+    }
+
     macro_rules! sinks {
         () => {
             Sinks {
@@ -354,6 +406,7 @@ pub fn simulate_with<C: StepCostModel>(
                 trace_limit: TRACE_REQUESTS,
                 notify,
                 done: &mut done,
+                handoffs: &mut handoffs,
             }
         };
     }
@@ -425,8 +478,31 @@ pub fn simulate_with<C: StepCostModel>(
                     if r != u32::MAX {
                         let rec = &records[e.key as usize];
                         replicas[r as usize].cancel_waiting(now, rec.prompt as u64 + rec.output as u64);
-                        router.observe(r as usize, &replicas[r as usize]);
+                        observe!(r as usize);
                     }
+                }
+            }
+            Kind::Transfer => {
+                let id = e.key;
+                let from = records[id as usize].replica as usize;
+                replicas[from].release_handoff(now, id, &records);
+                observe!(from);
+                if !replicas[from].is_busy() && !wake_pending[from] {
+                    wake_pending[from] = true;
+                    heap.push(Event { t: now, kind: Kind::Wake, key: from as u32 });
+                }
+                let rec = &mut records[id as usize];
+                let r = n_entry + dec_router.pick(rec.session);
+                rec.replica = r as u32;
+                let work = (rec.output - rec.generated) as u64;
+                if !replicas[r].enqueue_ready(now, id, keyer.key(id, rec), work) {
+                    refuse!(id, RejectReason::QueueFull);
+                    continue;
+                }
+                observe!(r);
+                if !replicas[r].is_busy() && !wake_pending[r] {
+                    wake_pending[r] = true;
+                    heap.push(Event { t: now, kind: Kind::Wake, key: r as u32 });
                 }
             }
             Kind::Wake => {
@@ -441,7 +517,7 @@ pub fn simulate_with<C: StepCostModel>(
                     // Static batching: look at the queue again when its batch is due.
                     heap.push(Event { t: at, kind: Kind::Wake, key: e.key });
                 }
-                router.observe(r, &replicas[r]);
+                observe!(r);
             }
             Kind::StepEnd => {
                 let r = e.key as usize;
@@ -455,6 +531,14 @@ pub fn simulate_with<C: StepCostModel>(
                     if central && completed != before && !held.is_empty() {
                         // Room freed for a held request: stop stepping inline to dispatch it now.
                         horizon = horizon.min(t);
+                    }
+                    for id in handoffs.drain(..) {
+                        // The prompt's KV cache crosses the link to a decode replica.
+                        let rec = &records[id as usize];
+                        let bytes = kv_bytes_per_token * (rec.prompt + rec.generated - 1) as f64;
+                        let at = t + bytes / (link.kv_transfer_gbps * 1e9) + link.kv_transfer_latency_ms * 1e-3;
+                        heap.push(Event { t: at, kind: Kind::Transfer, key: id });
+                        horizon = horizon.min(at);
                     }
                     if notify && !done.is_empty() {
                         // Closed-loop users and sessions send their next request.
@@ -500,7 +584,7 @@ pub fn simulate_with<C: StepCostModel>(
                 if let Some(at) = replicas[r].take_wake() {
                     heap.push(Event { t: at, kind: Kind::Wake, key: e.key });
                 }
-                router.observe(r, &replicas[r]);
+                observe!(r);
                 if central {
                     dispatch!();
                 }

@@ -8,7 +8,7 @@ mod load;
 mod validate;
 mod workload;
 
-pub use load::{LoadedScenario, apply_set, load_scenario, load_scenario_str, parse_value, set_value};
+pub use load::{LoadedScenario, apply_preset, apply_set, load_scenario, load_scenario_str, parse_value, set_value};
 pub use workload::*;
 
 use crate::catalog::{GpuSpec, LlmSpec};
@@ -58,6 +58,13 @@ pub struct Scenario {
     /// A parameter grid for `servesim sweep`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<SweepConfig>,
+    /// Engine pools replacing `hardware.gpu`/`tp`/`replicas`: heterogeneous
+    /// replicas, or prefill/decode disaggregation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<PoolConfig>,
+    /// How KV caches move from prefill to decode pools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disaggregation: Option<DisaggregationConfig>,
     /// Overrides (dotted keys) that define a baseline simulated beside every
     /// configuration with the same arrivals and lengths.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -66,6 +73,71 @@ pub struct Scenario {
     /// the scenario file's folder. Not part of the file.
     #[serde(skip)]
     pub base_dir: Option<std::path::PathBuf>,
+}
+
+/// What a pool's replicas do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PoolRole {
+    /// Whole requests: prefill and decode (the usual engine).
+    #[default]
+    Mixed,
+    /// Prefill only: after the first token the KV cache moves to a decode pool.
+    Prefill,
+    /// Decode only: requests arrive with their prompt's KV cache.
+    Decode,
+}
+
+impl PoolRole {
+    /// The name used in scenario files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PoolRole::Mixed => "mixed",
+            PoolRole::Prefill => "prefill",
+            PoolRole::Decode => "decode",
+        }
+    }
+}
+
+/// One `[[pools]]` entry: identical replicas with their own GPU, tp and engine settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolConfig {
+    /// Pool name (in results).
+    pub name: String,
+    /// What its replicas do.
+    #[serde(default)]
+    pub role: PoolRole,
+    /// A file stem in `models/gpu/`.
+    pub gpu: String,
+    /// Tensor-parallel degree: GPUs per replica.
+    #[serde(default = "one")]
+    pub tp: u32,
+    /// Replicas in the pool.
+    #[serde(default = "one")]
+    pub replicas: u32,
+    /// Overrides the GPU profile's hourly price (USD per GPU-hour).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_per_gpu_hour: Option<f64>,
+    /// `[engine]` keys that differ in this pool (a `preset` included).
+    #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
+    pub engine: toml::Table,
+}
+
+/// `[disaggregation]`: the link the KV cache crosses from a prefill replica to a decode replica.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DisaggregationConfig {
+    /// Bandwidth of one transfer, GB/s (e.g. 50 for 400 Gb/s InfiniBand, 450 for NVLink).
+    pub kv_transfer_gbps: f64,
+    /// Fixed latency of one transfer (connection setup, first byte), ms.
+    pub kv_transfer_latency_ms: f64,
+}
+
+impl Default for DisaggregationConfig {
+    fn default() -> Self {
+        DisaggregationConfig { kv_transfer_gbps: 50.0, kv_transfer_latency_ms: 1.0 }
+    }
 }
 
 /// How grid axes combine.

@@ -149,6 +149,7 @@ impl Scenario {
         if let Some(sp) = &e.speculative {
             speculative(sp, self.cost.model)?;
         }
+        self.validate_pools()?;
         let c = &self.cost;
         non_negative("cost.step_overhead_ms", c.step_overhead_ms)?;
         non_negative("cost.per_request_overhead_ms", c.per_request_overhead_ms)?;
@@ -213,6 +214,77 @@ impl Scenario {
         }
         if let Some(x) = &self.slo {
             slo("slo", x)?;
+        }
+        Ok(())
+    }
+}
+
+impl Scenario {
+    /// Checks `[[pools]]` and `[disaggregation]`.
+    fn validate_pools(&self) -> Check {
+        use super::PoolRole;
+        let h = &self.hardware;
+        let d = super::HardwareConfig::default();
+        if !self.pools.is_empty()
+            && (h.gpu != d.gpu || h.tp != d.tp || h.replicas != d.replicas || h.gpu_spec.is_some())
+        {
+            return fail(
+                "hardware",
+                "with [[pools]], GPUs, tp and replicas are set per pool",
+                "move hardware.gpu, tp and replicas into the pools (hardware.router still applies)",
+            );
+        }
+        for (i, p) in self.pools.iter().enumerate() {
+            let k = |f: &str| format!("pools[{i}].{f}");
+            if p.name.trim().is_empty() {
+                return fail(&k("name"), "is empty", "name the pool, e.g. \"prefill\"");
+            }
+            if self.pools[..i].iter().any(|q| q.name == p.name) {
+                return fail(
+                    &k("name"),
+                    format!("pool name \"{}\" is used twice", p.name),
+                    "give each pool its own name",
+                );
+            }
+            if p.tp == 0 {
+                return fail(&k("tp"), "must be at least 1 GPU", "set tp = 1, 2, 4 or 8");
+            }
+            if self.pools.iter().all(|p| p.replicas == 0) {
+                return fail(&k("replicas"), "every pool has 0 replicas", "give at least one pool replicas >= 1");
+            }
+            if let Some(x) = p.price_per_gpu_hour {
+                non_negative(&k("price_per_gpu_hour"), x)?;
+            }
+        }
+        // A pool with 0 replicas is left out (so a baseline or sweep can drop it).
+        let has = |r: PoolRole| self.pools.iter().any(|p| p.role == r && p.replicas > 0);
+        let split = has(PoolRole::Prefill) || has(PoolRole::Decode);
+        if split {
+            if has(PoolRole::Mixed) {
+                return fail(
+                    "pools",
+                    "mixed pools cannot be combined with prefill/decode pools",
+                    "give every pool role = \"prefill\" or \"decode\", or none of them",
+                );
+            }
+            if !has(PoolRole::Prefill) || !has(PoolRole::Decode) {
+                return fail(
+                    "pools",
+                    "disaggregation needs at least one prefill pool and one decode pool",
+                    "add the missing pool with role = \"prefill\" or role = \"decode\"",
+                );
+            }
+        }
+        if let Some(x) = &self.disaggregation {
+            if self.pools.is_empty() {
+                return fail(
+                    "disaggregation",
+                    "applies to prefill and decode pools",
+                    "add [[pools]] with role = \"prefill\" and role = \"decode\", or remove [disaggregation]",
+                );
+            }
+            positive("disaggregation.kv_transfer_gbps", x.kv_transfer_gbps)?;
+            non_negative("disaggregation.kv_transfer_latency_ms", x.kv_transfer_latency_ms)?;
         }
         Ok(())
     }

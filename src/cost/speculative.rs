@@ -17,13 +17,13 @@ use super::{StepBatch, StepCost, StepCostModel};
 pub struct Speculative<C> {
     /// The model being served.
     pub target: C,
-    /// The proposer.
-    pub draft: C,
+    /// The proposer (none: speculation off, steps priced by the target alone).
+    pub draft: Option<C>,
 }
 
 impl<C: StepCostModel> Speculative<C> {
     /// Prices steps of `target` with `draft` proposing tokens.
-    pub fn new(target: C, draft: C) -> Self {
+    pub fn new(target: C, draft: Option<C>) -> Self {
         Speculative { target, draft }
     }
 
@@ -50,10 +50,10 @@ impl<C: StepCostModel> Speculative<C> {
 
 impl<C: StepCostModel> StepCostModel for Speculative<C> {
     fn step(&mut self, b: &StepBatch) -> StepCost {
-        if b.spec_tokens == 0 || b.decode_seqs == 0 {
+        let Some(draft) = self.draft.as_mut().filter(|_| b.spec_tokens > 0 && b.decode_seqs > 0) else {
             let plain = StepBatch { spec_tokens: 0, ..*b };
             return self.target.step(&plain);
-        }
+        };
         let mut cost = self.target.step(&Self::verify_batch(b));
         let n = b.decode_seqs;
         for i in 0..b.spec_tokens {
@@ -67,7 +67,7 @@ impl<C: StepCostModel> StepCostModel for Speculative<C> {
                 d.prefill_attn_pairs = b.prefill_attn_pairs;
                 d.prefill_ctx_tokens = b.prefill_ctx_tokens;
             }
-            let c = self.draft.step(&d);
+            let c = draft.step(&d);
             cost.time += c.time;
             cost.flops += c.flops;
             cost.bytes += c.bytes;
@@ -127,7 +127,7 @@ mod tests {
 
     #[test]
     fn small_batches_verify_almost_for_free_large_ones_do_not() {
-        let mut s = Speculative::new(roofline("llama-3.1-8b", None), roofline("llama-3.1-8b", Some(1)));
+        let mut s = Speculative::new(roofline("llama-3.1-8b", None), Some(roofline("llama-3.1-8b", Some(1))));
         let mut plain = roofline("llama-3.1-8b", None);
         // Batch 1, memory bound: verifying 5 tokens costs little more than decoding 1.
         let small = s.step(&decode(1, 500.0, 4)).time / plain.step(&decode(1, 500.0, 0)).time;

@@ -74,6 +74,9 @@ pub struct EngineParams {
     pub watermark_blocks: u64,
     /// Speculative decoding: tokens proposed per decoding sequence and step (0: off).
     pub spec_k: u32,
+    /// Prefill pool: after its first token a request leaves for a decode pool,
+    /// its KV blocks held until the transfer ends.
+    pub handoff: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,6 +164,16 @@ pub struct ReplicaStats {
     pub spec_seq_steps: u64,
     /// Tokens emitted in them.
     pub spec_seq_tokens: u64,
+    /// Prefill pool: requests handed to a decode pool after their first token.
+    pub handoffs: u64,
+    /// Index of the replica's pool.
+    pub pool: u32,
+    /// Peak FLOP/s of one of its GPUs (for MFU).
+    pub peak_flops: f64,
+    /// Peak bandwidth of one of its GPUs, bytes/s (for MBU).
+    pub peak_bandwidth: f64,
+    /// KV blocks of the replica.
+    pub num_blocks: u64,
 }
 
 /// One engine replica.
@@ -199,6 +212,10 @@ pub struct Replica<C> {
     spec_seed: u64,
     /// Extra blocks of joined speculative sequences, to take at the next decode step.
     extra_pending: u64,
+    /// Prefill pool: KV held for requests being transferred: (blocks, shared, tokens).
+    held: std::collections::HashMap<u32, (u32, u32, u32)>,
+    /// Decode pool: waiting requests whose prompt KV has arrived.
+    ready: std::collections::HashSet<u32>,
     dec_ctx: u64,
     phase_count: Vec<u32>,
     finish: BinaryHeap<Reverse<(u64, u32, u32)>>,
@@ -261,11 +278,14 @@ pub struct Sinks<'a> {
     pub notify: bool,
     /// Requests completed since the caller last drained it (with `notify`).
     pub done: &'a mut Vec<u32>,
+    /// Prefill pool: requests whose KV cache must now move to a decode pool.
+    pub handoffs: &'a mut Vec<u32>,
 }
 
 impl<C: StepCostModel> Replica<C> {
     /// A new idle replica.
     pub fn new(id: u32, p: EngineParams, cost: C, window_start: f64) -> Self {
+        let cost_peak = (cost.peak_flops(), cost.peak_bandwidth());
         Replica {
             id,
             cost,
@@ -290,6 +310,8 @@ impl<C: StepCostModel> Replica<C> {
             spec_alpha: std::sync::Arc::from(Vec::new()),
             spec_seed: 0,
             extra_pending: 0,
+            held: std::collections::HashMap::new(),
+            ready: std::collections::HashSet::new(),
             dec_ctx: 0,
             phase_count: vec![0; p.block_size as usize],
             finish: BinaryHeap::new(),
@@ -303,7 +325,12 @@ impl<C: StepCostModel> Replica<C> {
             step_cost: StepCost::default(),
             window_start,
             t_touch: 0.0,
-            stats: ReplicaStats::default(),
+            stats: ReplicaStats {
+                peak_flops: cost_peak.0,
+                peak_bandwidth: cost_peak.1,
+                num_blocks: p.num_blocks,
+                ..ReplicaStats::default()
+            },
         }
     }
 
@@ -364,6 +391,25 @@ impl<C: StepCostModel> Replica<C> {
         self.waiting.push_back(req, key);
         self.stats.routed += 1;
         true
+    }
+
+    /// Decode pool: queues request `req` whose prompt KV cache has arrived
+    /// (it still has `work` tokens to decode); false when the queue is full.
+    pub fn enqueue_ready(&mut self, now: f64, req: u32, key: f64, work: u64) -> bool {
+        if !self.enqueue(now, req, key, work) {
+            return false;
+        }
+        self.ready.insert(req);
+        true
+    }
+
+    /// Prefill pool: the KV cache of `req` has left; its blocks are freed (or stay cached).
+    pub fn release_handoff(&mut self, now: f64, req: u32, records: &[RequestRecord]) {
+        let Some((blocks, shared, tokens)) = self.held.remove(&req) else {
+            unreachable!("request {req} holds no KV on replica {}", self.id)
+        };
+        self.touch(now);
+        self.return_blocks(req, &records[req as usize], shared, blocks as u64, tokens as u64);
     }
 
     /// A waiting request gave up (its record is already marked refused); it
@@ -656,6 +702,60 @@ impl<C: StepCostModel> Replica<C> {
         preempted
     }
 
+    /// Decode pool: admits waiting requests whose prompt KV has arrived,
+    /// from the head of the queue, straight into the decode group.
+    fn admit_ready(&mut self, now: f64, sinks: &mut Sinks) {
+        while self.n_running < self.p.max_num_seqs {
+            let records = &sinks.records;
+            let Some(req) = self.waiting.front(|r| matches!(records[r as usize].status, Status::Rejected(_))) else {
+                return;
+            };
+            if !self.ready.contains(&req) {
+                return;
+            }
+            let r = &sinks.records[req as usize];
+            let target = r.prompt + r.generated - 1;
+            let need = blocks_for(target as u64, self.p.block_size);
+            let watermark = if self.n_running > 0 { self.p.watermark_blocks } else { 0 };
+            if need + watermark > self.free_blocks {
+                return;
+            }
+            self.touch(now);
+            self.waiting.pop_front();
+            self.ready.remove(&req);
+            self.take_blocks(need);
+            if r.class as usize >= self.n_dec_class.len() {
+                self.n_dec_class.resize(r.class as usize + 1, 0);
+            }
+            let seq = Seq {
+                req,
+                output: r.output,
+                generated: r.generated,
+                target,
+                computed: target,
+                blocks: need as u32,
+                d0: 0,
+                kv0: 0,
+                version: 0,
+                prev: NIL,
+                next: NIL,
+                phase: Phase::Prefill,
+                measured: r.arrival >= sinks.warmup,
+                class: r.class,
+                shared: 0,
+                last_token: r.last_token,
+                units: 0,
+                extra: 0,
+                extra_held: false,
+                salt: r.preemptions,
+            };
+            let i = self.alloc_slot(seq);
+            self.link_tail(i);
+            self.step_batch.new_requests += 1;
+            self.join_decode(i, seq.last_token);
+        }
+    }
+
     /// Admits the head of the waiting queue with a first chunk of `max_chunk`
     /// tokens at most; returns false (and admits nothing) if it does not fit.
     fn try_admit(&mut self, now: f64, max_chunk: u32, whole: bool, sinks: &mut Sinks) -> bool {
@@ -663,6 +763,10 @@ impl<C: StepCostModel> Replica<C> {
         let Some(req) = self.waiting.front(|r| matches!(records[r as usize].status, Status::Rejected(_))) else {
             return false;
         };
+        if self.ready.contains(&req) {
+            // Its KV is on its way in: admitted by `admit_ready` when it fits.
+            return false;
+        }
         let r = &sinks.records[req as usize];
         let target = r.prompt + r.generated;
         // Leading full blocks already in the prefix cache are not computed
@@ -773,6 +877,9 @@ impl<C: StepCostModel> Replica<C> {
             self.step_batch = StepBatch::default();
             self.chunks.clear();
             self.step_decodes = false;
+            if !self.ready.is_empty() {
+                self.admit_ready(now, sinks);
+            }
             if self.p.static_batching && self.n_running == 0 {
                 // Form a batch when it is full or its oldest request has waited long enough.
                 let records = &sinks.records;
@@ -853,6 +960,12 @@ impl<C: StepCostModel> Replica<C> {
             }
             if self.chunks.is_empty() && !self.step_decodes {
                 // Blocks are exhausted by partial prefills: free the newest one.
+                if self.n_running == 0 && !self.held.is_empty() {
+                    // Prefill pool: the cache is full of KV being transferred;
+                    // a transfer's end wakes the replica.
+                    self.busy = false;
+                    return None;
+                }
                 if self.n_running == 0 {
                     // Nothing runs and the head of the queue does not fit an
                     // empty cache: cannot happen, requests that never fit are
@@ -1034,52 +1147,74 @@ impl<C: StepCostModel> Replica<C> {
                 self.complete(t_end, i, s.blocks as u64, s.computed as u64, s.generated, sinks);
                 continue;
             }
-            let ph = self.phase_of(self.d, s.target);
-            self.phase_count[ph] += 1;
-            self.n_dec += 1;
-            if s.measured {
-                self.n_dec_class[s.class as usize] += 1;
+            if self.p.handoff {
+                // Prefill pool: the request leaves for a decode pool; its KV
+                // blocks stay until the transfer is over.
+                self.touch(t_end);
+                self.unlink(i);
+                self.release(i);
+                self.pending_tokens -= (s.output - s.generated) as u64;
+                self.held.insert(s.req, (s.blocks, s.shared, s.computed));
+                self.stats.handoffs += 1;
+                let r = &mut sinks.records[s.req as usize];
+                r.generated = s.generated;
+                r.last_token = t_end;
+                sinks.handoffs.push(s.req);
+                continue;
             }
-            self.dec_ctx += s.target as u64;
-            let left = s.output - s.generated;
-            let (units, extra) = if self.p.spec_k > 0 {
-                // Draw the verify steps that emit the tokens left; blocks for
-                // the tokens beyond one per step are held from the next step on.
-                let (mut n, mut total) = (0u32, 0u32);
-                for x in self.spec_draws(s.req, s.salt, s.class) {
-                    n += 1;
-                    total += x;
-                    self.stats.spec_draw_tokens += x as u64;
-                    if total >= left {
-                        break;
-                    }
-                }
-                self.stats.spec_draws += n as u64;
-                self.stats.spec_seq_steps += n as u64;
-                self.stats.spec_seq_tokens += left as u64;
-                self.pending_tokens -= (left - n) as u64;
-                let extra = (blocks_for(s.target as u64 + left as u64, self.p.block_size)
-                    - blocks_for(s.target as u64 + n as u64, self.p.block_size)) as u32;
-                self.extra_pending += extra as u64;
-                (n, extra)
-            } else {
-                (0, 0)
-            };
-            let finish_at = self.d + if units > 0 { units } else { left } as u64 - 1;
-            let sm = &mut self.slots[i as usize];
-            sm.phase = Phase::Decode;
-            sm.d0 = self.d;
-            sm.kv0 = s.target;
-            sm.last_token = t_end;
-            sm.units = units;
-            sm.extra = extra;
-            sm.extra_held = false;
-            self.finish.push(Reverse((finish_at, i, sm.version)));
-            self.joiners.push(i);
+            self.join_decode(i, t_end);
         }
         self.chunks = chunks;
         self.chunks.clear();
         self.plan_step(t_end, sinks)
+    }
+
+    /// Moves sequence `i`, whose prompt KV is complete, into the decode
+    /// group; its latest token came out at `last_token`.
+    fn join_decode(&mut self, i: u32, last_token: f64) {
+        let s = self.slots[i as usize];
+        let ph = self.phase_of(self.d, s.target);
+        self.phase_count[ph] += 1;
+        self.n_dec += 1;
+        if s.measured {
+            self.n_dec_class[s.class as usize] += 1;
+        }
+        self.dec_ctx += s.target as u64;
+        let left = s.output - s.generated;
+        let (units, extra) = if self.p.spec_k > 0 {
+            // Draw the verify steps that emit the tokens left; blocks for
+            // the tokens beyond one per step are held from the next step on.
+            let (mut n, mut total) = (0u32, 0u32);
+            for x in self.spec_draws(s.req, s.salt, s.class) {
+                n += 1;
+                total += x;
+                self.stats.spec_draw_tokens += x as u64;
+                if total >= left {
+                    break;
+                }
+            }
+            self.stats.spec_draws += n as u64;
+            self.stats.spec_seq_steps += n as u64;
+            self.stats.spec_seq_tokens += left as u64;
+            self.pending_tokens -= (left - n) as u64;
+            // ⌈a + b⌉ ≤ ⌈a⌉ + ⌈b⌉ in blocks: enough whatever the order of the runs.
+            let extra = blocks_for((left - n) as u64, self.p.block_size) as u32;
+            self.extra_pending += extra as u64;
+            (n, extra)
+        } else {
+            (0, 0)
+        };
+        let finish_at = self.d + if units > 0 { units } else { left } as u64 - 1;
+        let sm = &mut self.slots[i as usize];
+        sm.phase = Phase::Decode;
+        sm.d0 = self.d;
+        sm.kv0 = s.target;
+        sm.last_token = last_token;
+        sm.units = units;
+        sm.extra = extra;
+        sm.extra_held = false;
+        self.finish.push(Reverse((finish_at, i, sm.version)));
+        self.joiners.push(i);
     }
 
     fn complete(&mut self, t: f64, i: u32, blocks: u64, kv: u64, generated: u32, sinks: &mut Sinks) {
@@ -1139,7 +1274,9 @@ impl<C: StepCostModel> Replica<C> {
         }
         for r in self.waiting.entries() {
             let rec = &records[r as usize];
-            if !matches!(rec.status, Status::Rejected(_)) {
+            if self.ready.contains(&r) {
+                total += (rec.output - rec.generated) as u64;
+            } else if !matches!(rec.status, Status::Rejected(_)) {
                 total += rec.prompt as u64 + rec.output as u64;
             }
         }
@@ -1191,8 +1328,8 @@ impl<C: StepCostModel> Replica<C> {
         if pending != self.extra_pending {
             return Err(format!("{} extra blocks pending, joiners owe {pending}", self.extra_pending));
         }
-        // Blocks shared through the prefix cache count once.
-        let blocks = blocks + self.cache.in_use;
+        // Blocks shared through the prefix cache count once; blocks of KV in transfer count.
+        let blocks = blocks + self.cache.in_use + self.held.values().map(|&(b, s, _)| (b - s) as u64).sum::<u64>();
         if used != blocks + reserved {
             return Err(format!("{used} blocks in use but sequences hold {blocks} (+{reserved} reserved)"));
         }

@@ -121,6 +121,98 @@ pub struct KvSummary {
     pub prefix_evictions: u64,
 }
 
+/// One pool of replicas, as it ran.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PoolSummary {
+    /// Pool name (`default` without `[[pools]]`).
+    pub name: String,
+    /// `mixed`, `prefill` or `decode`.
+    pub role: String,
+    /// GPU profile.
+    pub gpu: String,
+    /// GPUs per replica.
+    pub tp: u32,
+    /// Replicas.
+    pub replicas: u32,
+    /// GPUs in the pool.
+    pub num_gpus: u32,
+    /// USD per GPU-hour.
+    pub price_per_gpu_hour: f64,
+    /// Cost of the pool over the measurement window, USD.
+    pub usd: f64,
+    /// Requests routed to the pool (a decode pool: requests handed over to it).
+    pub requests: u64,
+    /// Prefill pool: requests handed to a decode pool.
+    pub handoffs: u64,
+    /// Fraction of the window a replica of the pool was executing a step.
+    pub gpu_busy_fraction: f64,
+    /// Sequences per step, averaged over busy time.
+    pub mean_batch_size: f64,
+    /// Model FLOPs utilisation of the pool's GPUs over the window.
+    pub mfu: f64,
+    /// Memory-bandwidth utilisation of the pool's GPUs over the window.
+    pub mbu: f64,
+    /// KV blocks per replica.
+    pub kv_blocks_per_replica: u64,
+    /// Time-averaged fraction of the pool's KV blocks in use.
+    pub kv_mean_occupancy: f64,
+    /// Preemptions in the pool (whole run).
+    pub preemptions: u64,
+}
+
+/// Prefill/decode disaggregation: the KV transfers.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct DisaggSummary {
+    /// Link bandwidth of one transfer, GB/s.
+    pub kv_transfer_gbps: f64,
+    /// Fixed latency of one transfer, ms.
+    pub kv_transfer_latency_ms: f64,
+    /// KV transfers (whole run).
+    pub transfers: u64,
+    /// Mean transfer time of measured requests: prompt KV bytes / bandwidth + latency, ms.
+    pub mean_transfer_ms: f64,
+    /// Longest transfer of a measured request, ms.
+    pub max_transfer_ms: f64,
+    /// Mean KV bytes moved per measured transfer.
+    pub mean_transfer_bytes: f64,
+}
+
+/// Per-pool utilisation and cost.
+fn pool_summaries(setup: &crate::Setup, stats: &[crate::engine::ReplicaStats], duration: f64) -> Vec<PoolSummary> {
+    setup
+        .pools
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let rs: Vec<&crate::engine::ReplicaStats> = stats.iter().filter(|r| r.pool as usize == i).collect();
+            let sum = |f: &dyn Fn(&crate::engine::ReplicaStats) -> f64| rs.iter().map(|r| f(r)).sum::<f64>();
+            let n = p.replicas as f64;
+            let busy = sum(&|r| r.busy);
+            let (pf, pb) = rs.first().map_or((f64::NAN, f64::NAN), |r| (r.peak_flops, r.peak_bandwidth));
+            let num_gpus = p.replicas * p.tp;
+            PoolSummary {
+                name: p.name.clone(),
+                role: p.role.as_str().to_string(),
+                gpu: p.gpu.name.clone(),
+                tp: p.tp,
+                replicas: p.replicas,
+                num_gpus,
+                price_per_gpu_hour: p.price_per_gpu_hour,
+                usd: num_gpus as f64 * duration / 3600.0 * p.price_per_gpu_hour,
+                requests: rs.iter().map(|r| r.routed).sum(),
+                handoffs: rs.iter().map(|r| r.handoffs).sum(),
+                gpu_busy_fraction: busy / (duration * n),
+                mean_batch_size: if busy > 0.0 { sum(&|r| r.batch_area) / busy } else { 0.0 },
+                mfu: sum(&|r| r.flops) / (duration * n * pf),
+                mbu: sum(&|r| r.bytes) / (duration * n * pb),
+                kv_blocks_per_replica: p.memory.num_blocks,
+                kv_mean_occupancy: sum(&|r| r.kv_area) / (duration * n * p.memory.num_blocks as f64),
+                preemptions: rs.iter().map(|r| r.preemptions).sum(),
+            }
+        })
+        .collect()
+}
+
 /// Speculative decoding, as it ran.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SpecSummary {
@@ -315,6 +407,10 @@ pub struct Summary {
     pub kv_cache: KvSummary,
     /// Speculative decoding (null when off).
     pub speculative: Option<SpecSummary>,
+    /// The replica pools (one, `default`, without `[[pools]]`).
+    pub pools: Vec<PoolSummary>,
+    /// KV transfers between prefill and decode pools (null without disaggregation).
+    pub disaggregation: Option<DisaggSummary>,
     /// Cost.
     pub cost: CostSummary,
     /// false when the queue grows through the run (overload); null when not applicable.
@@ -561,21 +657,28 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
     let metrics = all.finish(&out.itl, duration, s.slo.as_ref().filter(|_| uniform));
     let out_tok = metrics.total_output_tokens;
     let completed = metrics.completed;
-    let n_rep = s.hardware.replicas as f64;
-    let num_gpus = s.hardware.replicas * s.hardware.tp;
     let stats = &out.replicas;
+    let n_rep = stats.len() as f64;
+    let num_gpus: u32 = setup.pools.iter().map(|p| p.replicas * p.tp).sum();
     let sum = |f: &dyn Fn(&crate::engine::ReplicaStats) -> f64| stats.iter().map(f).sum::<f64>();
     let busy = sum(&|r| r.busy);
     let per_busy = |x: f64| if busy > 0.0 { x / busy } else { 0.0 };
-    let nb = setup.memory.num_blocks as f64;
+    // Peak rates and KV blocks summed over the replicas (pool by pool).
+    let capacity =
+        |f: &dyn Fn(&crate::Pool) -> f64| setup.pools.iter().map(|p| duration * p.replicas as f64 * f(p)).sum::<f64>();
+    let peak = |p: &crate::Pool, flops: bool| {
+        let first = stats.iter().find(|r| setup.pools[r.pool as usize].name == p.name);
+        first.map_or(f64::NAN, |r| if flops { r.peak_flops } else { r.peak_bandwidth })
+    };
+    let pools = pool_summaries(setup, stats, duration);
     let utilisation = Utilisation {
         gpu_busy_fraction: busy / (duration * n_rep),
         mean_batch_size: per_busy(sum(&|r| r.batch_area)),
         mean_tokens_per_step: per_busy(sum(&|r| r.token_area)),
         mean_running: sum(&|r| r.running_area) / (duration * n_rep),
         mean_waiting: sum(&|r| r.waiting_area) / (duration * n_rep),
-        mfu: sum(&|r| r.flops) / (duration * n_rep * out.peak_flops),
-        mbu: sum(&|r| r.bytes) / (duration * n_rep * out.peak_bandwidth),
+        mfu: sum(&|r| r.flops) / capacity(&|p| peak(p, true)),
+        mbu: sum(&|r| r.bytes) / capacity(&|p| peak(p, false)),
         steps: stats.iter().map(|r| r.steps).sum(),
         preemptions: stats.iter().map(|r| r.preemptions).sum(),
         recomputed_tokens: stats.iter().map(|r| r.recomputed_tokens).sum(),
@@ -585,8 +688,8 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
         blocks_per_replica: setup.memory.num_blocks,
         block_size: setup.memory.block_size,
         capacity_tokens_per_replica: setup.memory.kv_capacity_tokens,
-        mean_occupancy: sum(&|r| r.kv_area) / (duration * n_rep * nb),
-        peak_occupancy: stats.iter().map(|r| r.peak_kv_blocks).max().unwrap_or(0) as f64 / nb,
+        mean_occupancy: sum(&|r| r.kv_area) / capacity(&|p| p.memory.num_blocks as f64),
+        peak_occupancy: stats.iter().map(|r| r.peak_kv_blocks as f64 / r.num_blocks as f64).fold(0.0, f64::max),
         prefix_caching: s.engine.prefix_caching,
         prefix_hit_rate: s.engine.prefix_caching.then(|| {
             stats.iter().map(|r| r.prefix_hit_tokens).sum::<u64>() as f64
@@ -602,7 +705,7 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
                 crate::config::SpecMethod::Draft => "draft".into(),
                 crate::config::SpecMethod::Mtp => "mtp".into(),
             },
-            draft_model: setup.draft.as_ref().map_or_else(String::new, |d| d.name.clone()),
+            draft_model: setup.pools[0].draft.as_ref().map_or_else(String::new, |d| d.name.clone()),
             num_tokens: sp.num_tokens,
             acceptance: sp.acceptance,
             expected_tokens_per_step: crate::config::SpeculativeConfig::expected_tokens(sp.num_tokens, sp.acceptance),
@@ -610,10 +713,35 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
             tokens_per_step: total(&|r| r.spec_seq_tokens) / total(&|r| r.spec_seq_steps),
         }
     });
+    let split = setup.pools.iter().any(|p| p.role == crate::config::PoolRole::Prefill);
+    let disaggregation = split.then(|| {
+        let link = s.disaggregation.clone().unwrap_or_default();
+        let l = &setup.llm;
+        let per_token =
+            2.0 * l.num_layers as f64 * l.num_kv_heads as f64 * l.head_dim as f64 * s.model.kv_dtype.bytes();
+        // Requests that reached a decode pool: their first token came from a prefill pool and more followed.
+        let moved: Vec<f64> = out
+            .records
+            .iter()
+            .filter(|r| r.arrival >= warmup && r.output > 1 && r.generated > 1)
+            .map(|r| per_token * r.prompt as f64)
+            .collect();
+        let time = |b: f64| (b / (link.kv_transfer_gbps * 1e9) + link.kv_transfer_latency_ms * 1e-3) * 1e3;
+        let nm = moved.len().max(1) as f64;
+        DisaggSummary {
+            kv_transfer_gbps: link.kv_transfer_gbps,
+            kv_transfer_latency_ms: link.kv_transfer_latency_ms,
+            transfers: stats.iter().map(|r| r.handoffs).sum(),
+            mean_transfer_ms: moved.iter().map(|&b| time(b)).sum::<f64>() / nm,
+            max_transfer_ms: moved.iter().map(|&b| time(b)).fold(0.0, f64::max),
+            mean_transfer_bytes: moved.iter().sum::<f64>() / nm,
+        }
+    });
     let gpu_hours = num_gpus as f64 * duration / 3600.0;
-    let total_usd = gpu_hours * setup.price_per_gpu_hour;
+    let total_usd =
+        if setup.pools.len() == 1 { gpu_hours * setup.price_per_gpu_hour } else { pools.iter().map(|p| p.usd).sum() };
     let cost = CostSummary {
-        price_per_gpu_hour: setup.price_per_gpu_hour,
+        price_per_gpu_hour: if setup.pools.len() == 1 { setup.price_per_gpu_hour } else { total_usd / gpu_hours },
         num_gpus,
         gpu_hours,
         total_usd,
@@ -652,9 +780,9 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
         seed,
         model: setup.llm.name.clone(),
         dtype: s.model.dtype.as_str().to_string(),
-        gpu: setup.gpu.name.clone(),
+        gpu: setup.pools.iter().map(|p| p.gpu.name.as_str()).collect::<Vec<_>>().join(" + "),
         tp: s.hardware.tp,
-        replicas: s.hardware.replicas,
+        replicas: out.replicas.len() as u32,
         num_requests: out.records.len() as u64,
         warmup_s: warmup,
         duration,
@@ -667,6 +795,8 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
         utilisation,
         kv_cache,
         speculative,
+        pools,
+        disaggregation,
         cost,
         stable,
         stability,

@@ -1,0 +1,158 @@
+//! Replica pools: heterogeneous pools with their own engine settings, and
+//! prefill/decode disaggregation (KV transfer time, conservation of
+//! requests across pools, invariants with KV held during transfers).
+
+mod common;
+
+use common::{run, setup};
+use servesim::config::load_scenario_str;
+use servesim::metrics::Status;
+use std::path::Path;
+
+/// One prefill and one decode replica with a constant 10 ms step; `extra` is appended.
+fn split(prompt: u32, output: u32, n: u64, rate: f64, extra: &str) -> String {
+    format!(
+        r#"seed = 2
+num_requests = {n}
+[model]
+name = "llama-3.1-8b"
+[cost]
+model = "constant"
+step_overhead_ms = 0
+step_time_ms = 10
+[[pools]]
+name = "p"
+role = "prefill"
+gpu = "h100-sxm"
+[[pools]]
+name = "d"
+role = "decode"
+gpu = "h100-sxm"
+[workload]
+rate = {rate}
+prompt_tokens = {{ dist = "fixed", value = {prompt} }}
+output_tokens = {{ dist = "fixed", value = {output} }}
+{extra}
+"#
+    )
+}
+
+#[test]
+fn kv_transfer_time_is_bytes_over_bandwidth_plus_latency() {
+    for (gbps, lat_ms) in [(50.0, 1.0), (12.5, 0.0), (400.0, 5.0)] {
+        let link = format!("[disaggregation]\nkv_transfer_gbps = {gbps}\nkv_transfer_latency_ms = {lat_ms}");
+        let rep = run(&split(1000, 3, 1, 1.0, &link), &[]);
+        // Llama-3.1-8B: 2 (K, V) × 32 layers × 8 KV heads × 128 × 2 bytes per token.
+        let bytes = 1000.0 * 2.0 * 32.0 * 8.0 * 128.0 * 2.0;
+        let transfer = bytes / (gbps * 1e9) + lat_ms * 1e-3;
+        let r = &rep.output.records[0];
+        assert_eq!(r.status, Status::Completed);
+        // Prefill step (first token at 10 ms), transfer, then two 10 ms decode steps.
+        assert!((r.first_token - r.arrival - 0.010).abs() < 1e-12);
+        let want = 0.010 + transfer + 0.020;
+        assert!((r.e2e() - want).abs() < 1e-12, "e2e {} vs {want}", r.e2e());
+        let d = rep.summary.disaggregation.as_ref().expect("disaggregation summary");
+        assert!((d.mean_transfer_ms - transfer * 1e3).abs() < 1e-9);
+        assert_eq!(d.mean_transfer_bytes, bytes);
+        assert_eq!(d.transfers, 1);
+    }
+}
+
+#[test]
+fn requests_are_conserved_across_pools() {
+    // Roofline costs, a mix of one-token and longer outputs, a small prefill cache.
+    let toml = split(700, 1, 3000, 40.0, "")
+        .replace("[cost]\nmodel = \"constant\"\nstep_overhead_ms = 0\nstep_time_ms = 10\n", "")
+        .replace(
+            "output_tokens = { dist = \"fixed\", value = 1 }",
+            "output_tokens = { dist = \"uniform\", min = 1, max = 200 }",
+        )
+        .replace("role = \"prefill\"\n", "role = \"prefill\"\nengine = { num_gpu_blocks = 300 }\n");
+    let s = setup(&toml, &[]);
+    // Invariants after every step: KV blocks (those held for transfers included) never exceed capacity.
+    let out = servesim::sim::simulate_checked(&s, 4);
+    let (p, d) = (&out.replicas[0], &out.replicas[1]);
+    let n = out.records.len() as u64;
+    assert_eq!(p.routed, n, "every request enters at the prefill pool");
+    let one_token = out.records.iter().filter(|r| r.output == 1).count() as u64;
+    assert!(one_token > 0);
+    assert_eq!(p.handoffs, n - one_token, "every longer request is handed over");
+    assert_eq!(d.routed, p.handoffs, "the decode pool receives exactly the handoffs");
+    assert!(out.records.iter().all(|r| r.status == Status::Completed && r.generated == r.output));
+    // One-token requests finish at the prefill pool, the rest at the decode pool.
+    assert!(out.records.iter().all(|r| r.replica == if r.output == 1 { 0 } else { 1 }));
+    let rep = servesim::run_setup(&s, 4);
+    let pools = &rep.summary.pools;
+    assert_eq!((pools[0].name.as_str(), pools[1].name.as_str()), ("p", "d"));
+    assert_eq!(pools[1].requests, pools[0].handoffs);
+    // The prefill pool computes prompts (compute bound), the decode pool reads weights and KV.
+    assert!(pools[0].mfu > pools[1].mfu && pools[1].mbu > pools[0].mbu, "{pools:?}");
+}
+
+#[test]
+fn heterogeneous_pools_have_their_own_gpus_and_engine_settings() {
+    let toml = r#"
+seed = 1
+duration_s = 60
+[model]
+name = "llama-3.1-8b"
+[hardware]
+router = "least-outstanding"
+[[pools]]
+name = "h100"
+gpu = "h100-sxm"
+replicas = 2
+[[pools]]
+name = "a100"
+gpu = "a100-80gb"
+tp = 2
+replicas = 2
+engine = { max_num_seqs = 64, preset = "sarathi" }
+[workload]
+rate = 30
+prompt_tokens = { dist = "lognormal", median = 600, sigma = 0.5 }
+output_tokens = { dist = "lognormal", mean = 200, cv = 0.5 }
+"#;
+    let s = setup(toml, &[]);
+    assert_eq!(s.pools.len(), 2);
+    assert_eq!((s.pools[0].engine.max_num_seqs, s.pools[1].engine.max_num_seqs), (256, 64));
+    // The pool's preset sets its token budget; the scenario's [engine] keeps the default.
+    assert_eq!((s.pools[0].engine.max_num_batched_tokens, s.pools[1].engine.max_num_batched_tokens), (8192, 512));
+    assert_ne!(s.pools[0].memory.num_blocks, s.pools[1].memory.num_blocks);
+    let rep = servesim::run_setup(&s, 1);
+    let sum = &rep.summary;
+    assert_eq!(sum.cost.num_gpus, 2 + 4);
+    assert_eq!(sum.replicas, 4);
+    let usd: f64 = sum.pools.iter().map(|p| p.usd).sum();
+    assert!((sum.cost.total_usd - usd).abs() < 1e-12);
+    for p in &sum.pools {
+        assert!(p.requests > 100, "pool {} got {} requests", p.name, p.requests);
+        assert!(p.gpu_busy_fraction > 0.0);
+    }
+    // Every replica ran with its own pool's KV capacity.
+    let peak_a100 = rep.output.replicas.iter().filter(|r| r.pool == 1).map(|r| r.num_blocks).max();
+    assert_eq!(peak_a100, Some(s.pools[1].memory.num_blocks));
+}
+
+#[test]
+fn pool_configuration_errors_name_the_key() {
+    let base = split(100, 10, 10, 1.0, "");
+    let err = |text: &str| {
+        let loaded = match load_scenario_str(text, Path::new("t.toml"), &[]) {
+            Ok(l) => l,
+            Err(e) => return e,
+        };
+        servesim::resolve(&loaded.scenario, &servesim::Catalog::builtin().unwrap()).expect_err("an error")
+    };
+    let e = err(&base.replace("role = \"decode\"", "role = \"mixed\""));
+    assert_eq!(e.key.as_deref(), Some("pools"), "{e}");
+    let e = err(&base.replace("[[pools]]\nname = \"p\"", "[hardware]\nreplicas = 2\n[[pools]]\nname = \"p\""));
+    assert_eq!(e.key.as_deref(), Some("hardware"), "{e}");
+    let e = err(&base.replace("role = \"decode\"\n", "role = \"decode\"\nengine = { max_num_seqz = 4 }\n"));
+    assert_eq!(e.key.as_deref(), Some("pools[1].engine"), "{e}");
+    assert!(e.to_string().contains("max_num_seqz"), "{e}");
+    let e = err(&base.replace("role = \"decode\"\n", "role = \"decode\"\nengine = { block_size = 0 }\n"));
+    assert_eq!(e.key.as_deref(), Some("pools[1].engine.block_size"), "{e}");
+    let e = err(&base.replace("gpu = \"h100-sxm\"\n[[pools]]", "gpu = \"h100-sxn\"\n[[pools]]"));
+    assert_eq!(e.key.as_deref(), Some("pools[0].gpu"), "{e}");
+}
