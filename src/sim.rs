@@ -174,7 +174,14 @@ fn simulate_opts(setup: &Setup, seed: u64, check: bool, fast: bool) -> SimOutput
     let s = &setup.scenario;
     match s.cost.model {
         CostModelKind::Roofline => {
-            let r = Roofline::new(&setup.llm, &setup.gpu, s.hardware.tp, s.model.dtype, s.model.kv_dtype, &s.cost);
+            let r = Roofline::with_layout(
+                &setup.llm,
+                &setup.gpu,
+                &crate::cost::Layout::from_hardware(&s.hardware),
+                s.model.dtype,
+                s.model.kv_dtype,
+                &s.cost,
+            );
             simulate_with(setup, seed, |_| r.clone(), check, fast)
         }
         CostModelKind::Constant => {

@@ -8,7 +8,7 @@
 mod roofline;
 mod synthetic;
 
-pub use roofline::Roofline;
+pub use roofline::{Layout, Roofline};
 pub use synthetic::{ConstantStep, ExponentialStep};
 
 /// What one engine step computes, summed over the sequences in it.

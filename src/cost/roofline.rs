@@ -6,10 +6,63 @@
 //! parallelism divides FLOPs and weight bytes by `tp` (KV heads are replicated
 //! when there are fewer than `tp`) and adds two ring all-reduces per layer.
 //! A fixed per-step overhead and a per-new-request overhead are added last.
+//!
+//! Pipeline parallelism ([`Layout::pp`] stages, [`Layout::micro_batches`] m):
+//! the step's batch is split into m equal micro-batches that flow through the
+//! stages synchronously (GPipe-style, within one engine step). The largest
+//! stage (⌈num_layers / pp⌉ layers, assumed to also run the LM head) sets the
+//! pace: `time = (m + pp − 1) × stage(batch / m) + (pp − 1) × p2p(batch / m)`.
+//! Every micro-batch reads the stage's weights again.
+//!
+//! Expert parallelism ([`Layout::expert_parallel`]): each GPU of a stage holds
+//! ⌈E / tp⌉ whole experts; it reads the touched ones among them, runs its share
+//! of the routed tokens, and each MoE layer adds an all-to-all dispatch and
+//! combine. See `docs/parallelism.md`.
 
 use super::{StepBatch, StepCost, StepCostModel};
 use crate::catalog::{GpuSpec, LlmSpec};
-use crate::config::{CostConfig, Dtype, KvDtype};
+use crate::config::{CostConfig, Dtype, HardwareConfig, KvDtype};
+
+/// How one replica is spread over its GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// Tensor-parallel degree: GPUs per pipeline stage.
+    pub tp: u32,
+    /// Pipeline stages.
+    pub pp: u32,
+    /// Micro-batches a step is split into across the pipeline.
+    pub micro_batches: u32,
+    /// MoE experts spread whole across a stage's GPUs instead of sliced.
+    pub expert_parallel: bool,
+}
+
+impl Layout {
+    /// Tensor parallelism only: `tp` GPUs, one stage, one micro-batch, sliced experts.
+    pub fn tensor(tp: u32) -> Self {
+        Layout { tp, pp: 1, micro_batches: 1, expert_parallel: false }
+    }
+
+    /// The layout of a scenario's `[hardware]` (`micro_batches` defaults to `pp`).
+    pub fn from_hardware(h: &HardwareConfig) -> Self {
+        Layout { tp: h.tp, pp: h.pp, micro_batches: h.micro_batches(), expert_parallel: h.expert_parallel }
+    }
+
+    /// GPUs of one replica: `tp × pp`.
+    pub fn gpus(&self) -> u32 {
+        self.tp * self.pp
+    }
+
+    /// Layers of the largest pipeline stage: ⌈num_layers / pp⌉.
+    pub fn layers_per_stage(&self, num_layers: u32) -> u32 {
+        num_layers.div_ceil(self.pp.max(1))
+    }
+
+    /// Whole experts on each GPU under expert parallelism: ⌈experts / tp⌉
+    /// (0 for a dense model or without expert parallelism).
+    pub fn experts_per_gpu(&self, llm: &LlmSpec) -> u32 {
+        if self.expert_parallel && llm.is_moe() { llm.num_experts.div_ceil(self.tp.max(1)) } else { 0 }
+    }
+}
 
 /// Activation element size (BF16) in bytes.
 const ACT: f64 = 2.0;
@@ -22,16 +75,41 @@ struct Gemm {
     act_bytes_per_token: f64,
 }
 
+/// The MoE FFN of one layer, per GPU.
+#[derive(Debug, Clone, Copy)]
+struct Moe {
+    /// Routed experts per layer (E).
+    experts: f64,
+    /// Experts per token (k).
+    k: f64,
+    /// Experts whose weights this GPU holds (slices of all E under tensor
+    /// parallelism, ⌈E / tp⌉ whole ones under expert parallelism).
+    experts_here: f64,
+    /// Bytes of one held expert on this GPU (a 1/tp slice or a whole expert).
+    expert_bytes: f64,
+    /// FLOPs per token of the routed experts' work done on this GPU.
+    flops_per_token: f64,
+    /// Activation bytes per token on this GPU.
+    act_bytes_per_token: f64,
+    /// Bytes per token of one all-to-all exchange (0 without expert parallelism).
+    a2a_bytes_per_token: f64,
+}
+
 /// Precomputed per-GPU constants of the roofline model.
 #[derive(Debug, Clone)]
 pub struct Roofline {
+    /// Layers of the whole model.
     layers: f64,
+    /// Layers of the largest pipeline stage (it sets the pipeline's pace).
+    stage_layers: f64,
+    /// Pipeline stages.
+    pp: f64,
+    /// Micro-batches per step (at most the step's token count).
+    micro_batches: f64,
     peak_flops: f64,
     peak_bw: f64,
     dense: Vec<Gemm>,
-    /// MoE FFN: (experts, experts per token, one expert's per-GPU weight bytes,
-    /// per-token FLOPs of all active experts, activation bytes per token).
-    moe: Option<(f64, f64, f64, f64, f64)>,
+    moe: Option<Moe>,
     attn_flops_per_pair: f64,
     kv_bytes_per_token_layer: f64,
     attn_act_bytes_per_token: f64,
@@ -47,14 +125,28 @@ pub struct Roofline {
     per_request_overhead: f64,
     inv_flops_rate: f64,
     inv_bw: f64,
-    /// Cache of the token-count-dependent part (GEMMs, all-reduce) of one layer:
+    /// Cache of the token-count-dependent part (GEMMs, all-reduce, all-to-all) of one layer:
     /// (tokens, time, flops, bytes). Steady decode batches hit it every step.
     gemm_cache: (f64, f64, f64, f64),
 }
 
 impl Roofline {
-    /// Builds the model for `tp` GPUs of `gpu` running `llm` in `dtype`.
+    /// Builds the model for `tp` GPUs of `gpu` running `llm` in `dtype`
+    /// (one pipeline stage, tensor-sliced experts): [`Layout::tensor`].
     pub fn new(llm: &LlmSpec, gpu: &GpuSpec, tp: u32, dtype: Dtype, kv: KvDtype, cost: &CostConfig) -> Self {
+        Self::with_layout(llm, gpu, &Layout::tensor(tp), dtype, kv, cost)
+    }
+
+    /// Builds the model for one replica laid out as `layout` on `gpu`.
+    pub fn with_layout(
+        llm: &LlmSpec,
+        gpu: &GpuSpec,
+        layout: &Layout,
+        dtype: Dtype,
+        kv: KvDtype,
+        cost: &CostConfig,
+    ) -> Self {
+        let tp = layout.tp.max(1);
         let tpf = tp as f64;
         let w = dtype.bytes();
         let peak_flops = match dtype {
@@ -81,9 +173,33 @@ impl Roofline {
         let moe = if llm.is_moe() {
             let e = llm.num_experts as f64;
             let k = llm.experts_per_token as f64;
-            let expert_params = 3.0 * h * f / tpf;
+            let expert_params = 3.0 * h * f;
             dense.push(gemm(h, e)); // router
-            Some((e, k, expert_params * w, k * 2.0 * expert_params, (2.0 * h + 3.0 * f / tpf) * k * ACT))
+            Some(if layout.expert_parallel {
+                // Whole experts, ⌈E/tp⌉ per GPU; with uniform routing this GPU
+                // runs the share experts_here / E of the token-expert pairs.
+                let here = layout.experts_per_gpu(llm) as f64;
+                let share = here / e;
+                Moe {
+                    experts: e,
+                    k,
+                    experts_here: here,
+                    expert_bytes: expert_params * w,
+                    flops_per_token: k * share * 2.0 * expert_params,
+                    act_bytes_per_token: (2.0 * h + 3.0 * f) * k * share * ACT,
+                    a2a_bytes_per_token: k * h * ACT,
+                }
+            } else {
+                Moe {
+                    experts: e,
+                    k,
+                    experts_here: e,
+                    expert_bytes: expert_params / tpf * w,
+                    flops_per_token: k * 2.0 * expert_params / tpf,
+                    act_bytes_per_token: (2.0 * h + 3.0 * f / tpf) * k * ACT,
+                    a2a_bytes_per_token: 0.0,
+                }
+            })
         } else {
             dense.push(gemm(h, 2.0 * f));
             dense.push(Gemm {
@@ -98,6 +214,9 @@ impl Roofline {
         let v = llm.vocab_size as f64;
         Roofline {
             layers: llm.num_layers as f64,
+            stage_layers: layout.layers_per_stage(llm.num_layers) as f64,
+            pp: layout.pp.max(1) as f64,
+            micro_batches: layout.micro_batches.max(1) as f64,
             peak_flops,
             peak_bw,
             dense,
@@ -128,7 +247,7 @@ impl Roofline {
         (flops * self.inv_flops_rate).max(bytes * self.inv_bw)
     }
 
-    /// GEMMs and all-reduces of one layer for `t` tokens: (time, flops, bytes).
+    /// GEMMs, all-reduces and all-to-alls of one layer for `t` tokens: (time, flops, bytes).
     #[inline]
     fn token_part(&mut self, t: f64) -> (f64, f64, f64) {
         if self.gemm_cache.0 == t {
@@ -141,10 +260,16 @@ impl Roofline {
             for g in &self.dense {
                 lt += self.op(t * g.flops_per_token, g.weight_bytes + t * g.act_bytes_per_token, &mut acc);
             }
-            if let Some((e, k, expert_bytes, flops_per_token, act)) = self.moe {
-                // Expected distinct experts touched by t tokens routed uniformly.
-                let touched = e * (1.0 - (1.0 - k / e).powf(t));
-                lt += self.op(t * flops_per_token, touched * expert_bytes + t * act, &mut acc);
+            if let Some(m) = self.moe {
+                // Expected distinct experts touched by t tokens routed uniformly;
+                // this GPU reads the touched ones among those it holds.
+                let p_touched = 1.0 - (1.0 - m.k / m.experts).powf(t);
+                let touched = m.experts_here * p_touched;
+                lt += self.op(t * m.flops_per_token, touched * m.expert_bytes + t * m.act_bytes_per_token, &mut acc);
+                if m.a2a_bytes_per_token > 0.0 {
+                    // Dispatch tokens to their experts' GPUs, then combine the outputs.
+                    lt += 2.0 * self.all_to_all_time(t * m.a2a_bytes_per_token);
+                }
             }
             lt += 2.0 * self.allreduce_time(t * self.allreduce_bytes_per_token);
         }
@@ -160,19 +285,43 @@ impl Roofline {
         let hops = 2.0 * (self.tp - 1.0);
         hops * self.hop_latency + hops / self.tp * bytes / self.link_bw
     }
+
+    /// Time of one all-to-all among a stage's `tp` GPUs in which each GPU
+    /// holds `bytes` and keeps the 1/tp meant for itself: `tp − 1` exchange
+    /// rounds of latency plus `bytes × (tp − 1) / tp` over the link.
+    pub fn all_to_all_time(&self, bytes: f64) -> f64 {
+        if self.tp <= 1.0 {
+            return 0.0;
+        }
+        let rounds = self.tp - 1.0;
+        rounds * self.hop_latency + rounds / self.tp * bytes / self.link_bw
+    }
+
+    /// Time to send `bytes` of activations from one pipeline stage to the next:
+    /// one hop of latency plus the bytes over the link (0 without a pipeline).
+    pub fn p2p_time(&self, bytes: f64) -> f64 {
+        if self.pp <= 1.0 {
+            return 0.0;
+        }
+        self.hop_latency + bytes / self.link_bw
+    }
 }
 
 impl StepCostModel for Roofline {
     #[inline]
     fn step(&mut self, b: &StepBatch) -> StepCost {
         let t = b.tokens() as f64;
-        let (mut lt, flops, bytes) = self.token_part(t);
+        // Micro-batches: at most one per token; each gets 1/m of every aggregate.
+        let m = if t > 0.0 { self.micro_batches.min(t) } else { 1.0 };
+        let inv_m = 1.0 / m;
+        let tm = t * inv_m;
+        let (mut lt, flops, bytes) = self.token_part(tm);
         let mut layer = StepCost { time: 0.0, flops, bytes };
         if b.prefill_tokens > 0 {
-            let p = b.prefill_tokens as f64;
+            let p = b.prefill_tokens as f64 * inv_m;
             lt += self.op(
-                self.attn_flops_per_pair * b.prefill_attn_pairs,
-                self.kv_bytes_per_token_layer * (b.prefill_ctx_tokens + p) + p * self.attn_act_bytes_per_token,
+                self.attn_flops_per_pair * b.prefill_attn_pairs * inv_m,
+                self.kv_bytes_per_token_layer * (b.prefill_ctx_tokens * inv_m + p) + p * self.attn_act_bytes_per_token,
                 &mut layer,
             );
         }
@@ -181,19 +330,31 @@ impl StepCostModel for Roofline {
             let ctx = match self.sliding_window {
                 Some(w) => b.decode_ctx_tokens.min(n * w),
                 None => b.decode_ctx_tokens,
-            };
+            } * inv_m;
             lt += self.op(
                 self.attn_flops_per_pair * ctx,
-                self.kv_bytes_per_token_layer * ctx + n * self.attn_act_bytes_per_token,
+                self.kv_bytes_per_token_layer * ctx + n * inv_m * self.attn_act_bytes_per_token,
                 &mut layer,
             );
         }
-        let mut cost = StepCost { time: 0.0, flops: layer.flops * self.layers, bytes: layer.bytes * self.layers };
-        let mut time = lt * self.layers;
+        // FLOPs and bytes: every layer runs every micro-batch once, spread over
+        // the pp stages (StepCost is per GPU: the mean over the replica's GPUs).
+        let per_gpu = m / self.pp;
+        let mut cost = StepCost {
+            time: 0.0,
+            flops: layer.flops * self.layers * per_gpu,
+            bytes: layer.bytes * self.layers * per_gpu,
+        };
+        // The pace of the pipeline: the largest stage, running the LM head too.
+        let mut stage = lt * self.stage_layers;
         if b.logits > 0 {
-            let r = b.logits as f64;
-            time += self.op(r * self.lm_flops_per_row, self.lm_weight_bytes + r * self.lm_out_bytes_per_row, &mut cost);
+            let r = b.logits as f64 * inv_m;
+            let mut lm = StepCost::default();
+            stage += self.op(r * self.lm_flops_per_row, self.lm_weight_bytes + r * self.lm_out_bytes_per_row, &mut lm);
+            cost.flops += lm.flops * per_gpu;
+            cost.bytes += lm.bytes * per_gpu;
         }
+        let time = (m + self.pp - 1.0) * stage + (self.pp - 1.0) * self.p2p_time(tm * self.allreduce_bytes_per_token);
         cost.time = time + self.step_overhead + self.per_request_overhead * b.new_requests as f64;
         cost
     }

@@ -126,7 +126,7 @@ pub struct KvSummary {
 pub struct CostSummary {
     /// USD per GPU-hour assumed.
     pub price_per_gpu_hour: f64,
-    /// GPUs in the deployment (replicas × tp).
+    /// GPUs in the deployment (replicas × tp × pp).
     pub num_gpus: u32,
     /// GPU-hours over the measurement window.
     pub gpu_hours: f64,
@@ -540,7 +540,7 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
     let out_tok = metrics.total_output_tokens;
     let completed = metrics.completed;
     let n_rep = s.hardware.replicas as f64;
-    let num_gpus = s.hardware.replicas * s.hardware.tp;
+    let num_gpus = s.hardware.num_gpus();
     let stats = &out.replicas;
     let sum = |f: &dyn Fn(&crate::engine::ReplicaStats) -> f64| stats.iter().map(f).sum::<f64>();
     let busy = sum(&|r| r.busy);
