@@ -233,3 +233,100 @@ fn no_fit(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario, weights: f64, usable: f64,
     .key("hardware.tp")
     .hint(fix.join(", or "))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Catalog;
+    use crate::config::load_scenario_str;
+    use std::path::Path;
+
+    fn plan_for(model: &str, sets: &[&str]) -> Result<MemoryPlan, ConfigError> {
+        let text = format!(
+            "num_requests = 10\n[model]\nname = \"{model}\"\n[workload]\nrate = 1\n\
+             prompt_tokens = {{ dist = \"fixed\", value = 100 }}\noutput_tokens = {{ dist = \"fixed\", value = 10 }}\n"
+        );
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let s = load_scenario_str(&text, Path::new("t.toml"), &sets)?.scenario;
+        let c = Catalog::builtin().unwrap();
+        let llm = c.model(model).unwrap().spec.clone();
+        let gpu = c.gpu(&s.hardware.gpu).unwrap().spec.clone();
+        plan(&llm, &gpu, &s)
+    }
+
+    #[test]
+    fn two_stages_halve_the_weights_and_the_kv_per_token_per_gpu() {
+        let one = plan_for("llama-3.1-70b", &["model.dtype=\"fp8\"", "hardware.tp=2"]).unwrap();
+        let two = plan_for("llama-3.1-70b", &["model.dtype=\"fp8\"", "hardware.tp=2", "hardware.pp=2"]).unwrap();
+        assert_eq!((two.gpus_per_replica, two.layers_per_stage, two.pp), (4, 40, 2));
+        // 40 layers + one vocabulary matrix per stage: half of everything (the
+        // final norm, counted on both stages, is the only excess).
+        assert!((two.weights_gib_per_gpu / one.weights_gib_per_gpu - 0.5).abs() < 1e-6);
+        assert_eq!(two.kv_bytes_per_token_per_gpu, one.kv_bytes_per_token_per_gpu / 2.0);
+        // Half the KV per token and more free memory per GPU: more than twice the tokens.
+        assert!(
+            two.kv_capacity_tokens > 2 * one.kv_capacity_tokens,
+            "{} vs {}",
+            two.kv_capacity_tokens,
+            one.kv_capacity_tokens
+        );
+    }
+
+    #[test]
+    fn per_gpu_weights_times_gpus_cover_the_model() {
+        for (model, sets) in [
+            ("llama-3.1-70b", vec!["hardware.tp=4"]),
+            ("llama-3.1-70b", vec!["hardware.tp=2", "hardware.pp=2"]),
+            ("llama-3.1-70b", vec!["hardware.tp=1", "hardware.pp=3", "model.dtype=\"fp8\""]),
+            ("llama-3.1-8b", vec!["hardware.pp=4"]),
+            ("mixtral-8x7b", vec!["hardware.tp=2", "hardware.expert_parallel=true"]),
+            ("mixtral-8x7b", vec!["hardware.tp=2", "hardware.pp=2", "hardware.expert_parallel=true"]),
+        ] {
+            let p = plan_for(model, &sets).unwrap_or_else(|e| panic!("{model} {sets:?}: {e}"));
+            let cover = p.weights_gib_per_gpu * p.gpus_per_replica as f64 / p.weights_gib_total;
+            // Exact for one or two even stages; beyond, every stage is sized as the
+            // most loaded one: a vocabulary matrix on the middle stages too, and
+            // the largest stage's layers when they do not divide evenly.
+            let llm = Catalog::builtin().unwrap().model(model).unwrap().spec.clone();
+            let (pp, l) = (p.pp as f64, llm.num_layers as f64);
+            let vh = llm.vocab_size as f64 * llm.hidden_size as f64 / p.params;
+            let bound = 1.0 + (pp - 2.0).max(0.0) * vh + (p.layers_per_stage as f64 * pp - l) / l;
+            assert!(
+                cover >= 1.0 - 1e-6 && cover <= bound + 1e-4,
+                "{model} {sets:?}: per-GPU × GPUs = {cover}, bound {bound}"
+            );
+            if p.pp <= 2 {
+                assert!((cover - 1.0).abs() < 1e-4, "{model} {sets:?}: {cover}");
+            }
+        }
+    }
+
+    #[test]
+    fn expert_parallel_holds_whole_experts() {
+        let tp = plan_for("mixtral-8x7b", &["hardware.tp=2"]).unwrap();
+        let ep = plan_for("mixtral-8x7b", &["hardware.tp=2", "hardware.expert_parallel=true"]).unwrap();
+        assert_eq!((tp.experts_per_gpu, ep.experts_per_gpu), (0, 4));
+        assert!(ep.expert_parallel && !tp.expert_parallel);
+        // 4 whole experts of 8 hold as much as half of every expert.
+        assert!((ep.weights_gib_per_gpu / tp.weights_gib_per_gpu - 1.0).abs() < 1e-9);
+        // tp = 16 over 8 experts: one whole expert each (8 GPUs idle in the FFN),
+        // more than the 1/16 of every expert tensor parallelism would hold.
+        let ep16 = plan_for("mixtral-8x7b", &["hardware.tp=16", "hardware.expert_parallel=true"]).unwrap();
+        let tp16 = plan_for("mixtral-8x7b", &["hardware.tp=16"]).unwrap();
+        assert_eq!(ep16.experts_per_gpu, 1);
+        assert!(ep16.weights_gib_per_gpu > tp16.weights_gib_per_gpu * 1.5);
+    }
+
+    #[test]
+    fn bad_layouts_name_their_key() {
+        let e = plan_for("llama-3.1-8b", &["hardware.expert_parallel=true"]).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("hardware.expert_parallel"));
+        assert!(e.hint.unwrap().contains("mixture-of-experts"));
+        let e = plan_for("llama-3.1-8b", &["hardware.pp=33"]).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("hardware.pp"));
+        assert!(e.hint.unwrap().contains("pp <= 32"));
+        // 405B in BF16 on 8 × H100 does not fit; 2 stages of 8 do.
+        let e = plan_for("llama-3.1-405b", &["hardware.tp=8"]).unwrap_err();
+        assert!(e.hint.unwrap().contains("pp = 2"), "no pp suggested");
+    }
+}

@@ -10,9 +10,11 @@
 //! Pipeline parallelism ([`Layout::pp`] stages, [`Layout::micro_batches`] m):
 //! the step's batch is split into m equal micro-batches that flow through the
 //! stages synchronously (GPipe-style, within one engine step). The largest
-//! stage (⌈num_layers / pp⌉ layers, assumed to also run the LM head) sets the
-//! pace: `time = (m + pp − 1) × stage(batch / m) + (pp − 1) × p2p(batch / m)`.
-//! Every micro-batch reads the stage's weights again.
+//! stage (⌈num_layers / pp⌉ layers) sets the pace:
+//! `time = (m + pp − 1) × stage(batch / m) + (pp − 1) × p2p(batch / m) +
+//! min(m, rows) × lm_head(rows / min(m, rows))`, the LM head running on the
+//! last stage for the micro-batches that sample. Every micro-batch reads the
+//! stage's weights again.
 //!
 //! Expert parallelism ([`Layout::expert_parallel`]): each GPU of a stage holds
 //! ⌈E / tp⌉ whole experts; it reads the touched ones among them, runs its share
@@ -345,16 +347,21 @@ impl StepCostModel for Roofline {
             flops: layer.flops * self.layers * per_gpu,
             bytes: layer.bytes * self.layers * per_gpu,
         };
-        // The pace of the pipeline: the largest stage, running the LM head too.
-        let mut stage = lt * self.stage_layers;
+        // The pace of the pipeline: the largest stage's layers, m + pp − 1 slots.
+        let mut time = (m + self.pp - 1.0) * (lt * self.stage_layers)
+            + (self.pp - 1.0) * self.p2p_time(tm * self.allreduce_bytes_per_token);
         if b.logits > 0 {
-            let r = b.logits as f64 * inv_m;
+            // The LM head runs on the last stage for the micro-batches that
+            // sample (at most one per row), lengthening the tail of the pipeline.
+            let r = b.logits as f64;
+            let slots = m.min(r);
+            let rs = r / slots;
             let mut lm = StepCost::default();
-            stage += self.op(r * self.lm_flops_per_row, self.lm_weight_bytes + r * self.lm_out_bytes_per_row, &mut lm);
-            cost.flops += lm.flops * per_gpu;
-            cost.bytes += lm.bytes * per_gpu;
+            time += slots
+                * self.op(rs * self.lm_flops_per_row, self.lm_weight_bytes + rs * self.lm_out_bytes_per_row, &mut lm);
+            cost.flops += lm.flops * slots / self.pp;
+            cost.bytes += lm.bytes * slots / self.pp;
         }
-        let time = (m + self.pp - 1.0) * stage + (self.pp - 1.0) * self.p2p_time(tm * self.allreduce_bytes_per_token);
         cost.time = time + self.step_overhead + self.per_request_overhead * b.new_requests as f64;
         cost
     }
@@ -462,5 +469,109 @@ mod tests {
         let many = r.step(&decode(256, 100.0));
         // One token reads 2 of 8 experts; 256 tokens read nearly all of them.
         assert!(many.bytes > one.bytes * 2.5, "{} vs {}", many.bytes, one.bytes);
+    }
+
+    fn laid_out(name: &str, layout: Layout) -> Roofline {
+        let c = Catalog::builtin().unwrap();
+        let llm = c.model(name).unwrap().spec.clone();
+        let gpu = c.gpu("h100-sxm").unwrap().spec.clone();
+        let cost = CostConfig { step_overhead_ms: 0.0, ..CostConfig::default() };
+        Roofline::with_layout(&llm, &gpu, &layout, Dtype::Bf16, KvDtype::Bf16, &cost)
+    }
+
+    fn pipe(tp: u32, pp: u32, m: u32) -> Layout {
+        Layout { tp, pp, micro_batches: m, expert_parallel: false }
+    }
+
+    #[test]
+    fn one_micro_batch_runs_the_stages_one_after_the_other() {
+        let mut flat = laid_out("llama-3.1-8b", pipe(1, 1, 1));
+        let mut two = laid_out("llama-3.1-8b", pipe(1, 2, 1));
+        for b in [decode(1, 100.0), decode(32, 1000.0), prefill(4096)] {
+            let (f, p) = (flat.step(&b), two.step(&b));
+            let p2p = two.p2p_time(b.tokens() as f64 * 4096.0 * 2.0);
+            assert!(p2p > 0.0);
+            // Two stages of 16 layers each, no overlap: as long as the flat model.
+            let ratio = (p.time - p2p) / f.time;
+            assert!((ratio - 1.0).abs() < 1e-9, "pp2 × m1 step {} vs flat {}: ratio {ratio}", p.time, f.time);
+            // Per GPU, half the FLOPs and bytes (each GPU runs half the layers).
+            assert!((p.flops / f.flops - 0.5).abs() < 1e-9, "flops per GPU {} vs {}", p.flops, f.flops);
+            assert!((p.bytes / f.bytes - 0.5).abs() < 1e-9, "bytes per GPU {} vs {}", p.bytes, f.bytes);
+        }
+    }
+
+    #[test]
+    fn more_micro_batches_shrink_the_bubble_of_a_compute_bound_prefill() {
+        let mut flat = laid_out("llama-3.1-8b", pipe(1, 1, 1));
+        let full = flat.step(&prefill(8192)).time;
+        let mut last = f64::INFINITY;
+        for m in [1u32, 2, 4, 8, 16] {
+            let t = laid_out("llama-3.1-8b", pipe(1, 4, m)).step(&prefill(8192)).time;
+            // Compute bound: a stage of a quarter of the model on 1/m of the
+            // tokens takes full / (4m); m + 3 of them run back to back.
+            let ideal = (m + 3) as f64 / (4 * m) as f64 * full;
+            assert!((t / ideal - 1.0).abs() < 0.08, "m = {m}: {t} s vs {ideal} s");
+            assert!(t < last, "m = {m} did not shrink the step: {t} vs {last}");
+            last = t;
+        }
+        assert!(last < 0.35 * full, "16 micro-batches over 4 stages: {last} vs flat {full}");
+    }
+
+    #[test]
+    fn decode_micro_batches_read_the_stage_weights_again() {
+        let mut one = laid_out("llama-3.1-8b", pipe(1, 2, 1));
+        let mut four = laid_out("llama-3.1-8b", pipe(1, 2, 4));
+        let b = decode(8, 100.0);
+        let (c1, c4) = (one.step(&b), four.step(&b));
+        let ratio = c4.bytes / c1.bytes;
+        assert!((3.8..4.0).contains(&ratio), "4 micro-batches read {ratio}× the bytes");
+        // Memory bound: 4 + 1 slots of a stage instead of 2 (and 4 LM heads instead of 1).
+        let r = c4.time / c1.time;
+        assert!((2.45..2.8).contains(&r), "decode m4 {} vs m1 {}: {r}", c4.time, c1.time);
+        // A single sequence cannot be split: one micro-batch.
+        assert_eq!(four.step(&decode(1, 100.0)).time, one.step(&decode(1, 100.0)).time);
+    }
+
+    fn ep(tp: u32, on: bool) -> Layout {
+        Layout { tp, pp: 1, micro_batches: 1, expert_parallel: on }
+    }
+
+    #[test]
+    fn expert_parallelism_adds_all_to_all_and_keeps_balanced_expert_reads() {
+        let mut tp = laid_out("mixtral-8x7b", ep(2, false));
+        let mut ex = laid_out("mixtral-8x7b", ep(2, true));
+        for n in [1u32, 64] {
+            let b = decode(n, 100.0);
+            let (a, e) = (tp.step(&b), ex.step(&b));
+            // 8 experts over 2 GPUs: 4 whole ones each, the same expected bytes
+            // as a half of every expert (activations differ a little).
+            assert!((e.bytes / a.bytes - 1.0).abs() < 0.02, "n = {n}: EP bytes {} vs TP {}", e.bytes, a.bytes);
+            assert!((e.flops / a.flops - 1.0).abs() < 1e-9);
+            let a2a = 32.0 * 2.0 * ex.all_to_all_time(n as f64 * 2.0 * 4096.0 * 2.0);
+            assert!(a2a > 0.0);
+            let extra = e.time - a.time;
+            assert!(extra > 0.8 * a2a && extra < 1.2 * a2a, "n = {n}: EP adds {extra} s, all-to-alls {a2a} s");
+        }
+        assert_eq!(laid_out("mixtral-8x7b", ep(1, true)).all_to_all_time(1e6), 0.0);
+    }
+
+    #[test]
+    fn uneven_experts_load_the_fullest_gpu() {
+        let c = Catalog::builtin().unwrap();
+        let mut llm = c.model("mixtral-8x7b").unwrap().spec.clone();
+        llm.num_experts = 6;
+        let gpu = c.gpu("h100-sxm").unwrap().spec.clone();
+        let cost = CostConfig::default();
+        let mk = |on| Roofline::with_layout(&llm, &gpu, &ep(4, on), Dtype::Bf16, KvDtype::Bf16, &cost);
+        let (mut tp, mut ex) = (mk(false), mk(true));
+        // 256 tokens touch every expert: TP reads 6 quarter-experts per GPU, EP
+        // reads ⌈6/4⌉ = 2 whole ones on the fullest GPU: half an expert more.
+        let b = decode(256, 100.0);
+        let (a, e) = (tp.step(&b), ex.step(&b));
+        let expert = 3.0 * 4096.0 * 14336.0 * 2.0 * 32.0;
+        let extra = (e.bytes - a.bytes) / expert;
+        assert!((extra - 0.5).abs() < 0.02, "EP reads {extra} experts more per GPU");
+        // Its share of the routed tokens is 2/6 instead of 1/4.
+        assert!(e.flops > a.flops);
     }
 }
