@@ -121,8 +121,10 @@ pub struct Pool {
     pub gpu: GpuSpec,
     /// Where the GPU profile came from.
     pub gpu_origin: String,
-    /// GPUs per replica.
+    /// GPUs per replica (tensor parallelism).
     pub tp: u32,
+    /// Parallel layout of a replica (tp, pipeline stages, expert parallelism).
+    pub layout: cost::Layout,
     /// Replicas in the pool.
     pub replicas: u32,
     /// Memory plan of one replica.
@@ -284,6 +286,7 @@ fn resolve_pool(
         gpu,
         gpu_origin,
         tp: s.hardware.tp,
+        layout: cost::Layout::from_hardware(&s.hardware),
         replicas: s.hardware.replicas,
         memory,
         engine,

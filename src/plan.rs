@@ -449,10 +449,10 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
             let (n, sum) = found.expect("found above");
             let price = base.price_per_gpu_hour;
             c.replicas = Some(n);
-            c.gpus = Some(n * tp);
-            c.usd_per_hour = Some((n * tp) as f64 * price);
-            c.usd_per_million_output_tokens =
-                Some((n * tp) as f64 * price / 3600.0 / sum.metrics.output_throughput * 1e6);
+            let gpus = n * base.scenario.hardware.gpus_per_replica();
+            c.gpus = Some(gpus);
+            c.usd_per_hour = Some(gpus as f64 * price);
+            c.usd_per_million_output_tokens = Some(gpus as f64 * price / 3600.0 / sum.metrics.output_throughput * 1e6);
             c.verdict = Some(judge(&sum, &slo));
             if n > 1 {
                 c.one_fewer = Some(judge(&run_at(n - 1)?, &slo));
@@ -515,7 +515,7 @@ pub fn format_plan(p: &Plan, scenario: &str) -> String {
             o,
             "\nwinner: {} replica(s) of {} × {} (tp {}) = {} GPUs at ${:.2}/hour, ${:.3} per million output tokens.",
             w.replicas.unwrap_or(0),
-            w.tp,
+            w.gpus.unwrap_or(0) / w.replicas.unwrap_or(1).max(1),
             w.gpu,
             w.tp,
             w.gpus.unwrap_or(0),

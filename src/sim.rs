@@ -177,8 +177,9 @@ fn simulate_opts(setup: &Setup, seed: u64, check: bool, fast: bool) -> SimOutput
     match s.cost.model {
         CostModelKind::Roofline => {
             let pool = pool_of(setup);
-            let target =
-                |p: &crate::Pool| Roofline::new(&setup.llm, &p.gpu, p.tp, s.model.dtype, s.model.kv_dtype, &s.cost);
+            let target = |p: &crate::Pool| {
+                Roofline::with_layout(&setup.llm, &p.gpu, &p.layout, s.model.dtype, s.model.kv_dtype, &s.cost)
+            };
             if setup.pools.iter().all(|p| p.draft.is_none()) {
                 let models: Vec<Roofline> = setup.pools.iter().map(target).collect();
                 return simulate_with(setup, seed, |r| models[pool[r as usize] as usize].clone(), check, fast);
@@ -193,7 +194,7 @@ fn simulate_opts(setup: &Setup, seed: u64, check: bool, fast: bool) -> SimOutput
                     let draft = p
                         .draft
                         .as_ref()
-                        .map(|d| Roofline::new(d, &p.gpu, p.tp, s.model.dtype, s.model.kv_dtype, &cost));
+                        .map(|d| Roofline::with_layout(d, &p.gpu, &p.layout, s.model.dtype, s.model.kv_dtype, &cost));
                     Speculative::new(target(p), draft)
                 })
                 .collect();

@@ -274,8 +274,20 @@ pub struct HardwareConfig {
     /// An inline GPU profile instead of a catalogue file.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_spec: Option<GpuSpec>,
-    /// Tensor-parallel degree: GPUs per replica.
+    /// Tensor-parallel degree: GPUs per pipeline stage (each layer is split across them).
     pub tp: u32,
+    /// Pipeline-parallel degree: stages per replica, each holding a contiguous
+    /// ⌈num_layers / pp⌉ (or fewer) layers on its own `tp` GPUs. A replica has `tp × pp` GPUs.
+    pub pp: u32,
+    /// Micro-batches each engine step is split into as it flows through the
+    /// pipeline stages; unset means `pp`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub micro_batches: Option<u32>,
+    /// Expert parallelism (vLLM `--enable-expert-parallel`): an MoE model's
+    /// experts are spread whole across the `tp` GPUs of a stage (⌈experts / tp⌉
+    /// each) instead of being tensor-sliced; each MoE layer adds an all-to-all
+    /// dispatch and combine. An error for a dense model.
+    pub expert_parallel: bool,
     /// Identical engine replicas behind the router.
     pub replicas: u32,
     /// Routing policy.
@@ -283,6 +295,23 @@ pub struct HardwareConfig {
     /// Overrides the GPU profile's hourly price (USD per GPU-hour).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub price_per_gpu_hour: Option<f64>,
+}
+
+impl HardwareConfig {
+    /// GPUs in one replica: `tp × pp`.
+    pub fn gpus_per_replica(&self) -> u32 {
+        self.tp * self.pp
+    }
+
+    /// GPUs in the deployment: `replicas × tp × pp`.
+    pub fn num_gpus(&self) -> u32 {
+        self.replicas * self.gpus_per_replica()
+    }
+
+    /// Micro-batches per engine step (`micro_batches`, or `pp` when unset).
+    pub fn micro_batches(&self) -> u32 {
+        self.micro_batches.unwrap_or(self.pp)
+    }
 }
 
 impl RouterKind {
@@ -307,6 +336,9 @@ impl Default for HardwareConfig {
             gpu: "h100-sxm".into(),
             gpu_spec: None,
             tp: 1,
+            pp: 1,
+            micro_batches: None,
+            expert_parallel: false,
             replicas: 1,
             router: RouterKind::default(),
             price_per_gpu_hour: None,

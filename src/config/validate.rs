@@ -60,6 +60,27 @@ impl Scenario {
         if h.tp == 0 {
             return fail("hardware.tp", "must be at least 1 GPU", "set tp = 1, 2, 4 or 8");
         }
+        if h.pp == 0 {
+            return fail(
+                "hardware.pp",
+                "must be at least 1 pipeline stage",
+                "set pp = 1 (no pipeline parallelism) or a stage count such as 2 or 4",
+            );
+        }
+        if h.micro_batches == Some(0) {
+            return fail(
+                "hardware.micro_batches",
+                "must be at least 1",
+                "leave it out to use one micro-batch per pipeline stage (pp), or set micro_batches >= 1",
+            );
+        }
+        if h.tp.checked_mul(h.pp).and_then(|g| g.checked_mul(h.replicas)).is_none() {
+            return fail(
+                "hardware.pp",
+                format!("tp × pp × replicas = {} × {} × {} GPUs overflows", h.tp, h.pp, h.replicas),
+                "use a realistic GPU count",
+            );
+        }
         if h.replicas == 0 {
             return fail("hardware.replicas", "must be at least 1", "set replicas >= 1");
         }

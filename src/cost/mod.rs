@@ -9,7 +9,7 @@ mod roofline;
 mod speculative;
 mod synthetic;
 
-pub use roofline::Roofline;
+pub use roofline::{Layout, Roofline};
 pub use speculative::Speculative;
 pub use synthetic::{ConstantStep, ExponentialStep};
 

@@ -6,10 +6,65 @@
 //! parallelism divides FLOPs and weight bytes by `tp` (KV heads are replicated
 //! when there are fewer than `tp`) and adds two ring all-reduces per layer.
 //! A fixed per-step overhead and a per-new-request overhead are added last.
+//!
+//! Pipeline parallelism ([`Layout::pp`] stages, [`Layout::micro_batches`] m):
+//! the step's batch is split into m equal micro-batches that flow through the
+//! stages synchronously (GPipe-style, within one engine step). The largest
+//! stage (⌈num_layers / pp⌉ layers) sets the pace:
+//! `time = (m + pp − 1) × stage(batch / m) + (pp − 1) × p2p(batch / m) +
+//! min(m, rows) × lm_head(rows / min(m, rows))`, the LM head running on the
+//! last stage for the micro-batches that sample. Every micro-batch reads the
+//! stage's weights again.
+//!
+//! Expert parallelism ([`Layout::expert_parallel`]): each GPU of a stage holds
+//! ⌈E / tp⌉ whole experts; it reads the touched ones among them, runs its share
+//! of the routed tokens, and each MoE layer adds an all-to-all dispatch and
+//! combine. See `docs/parallelism.md`.
 
 use super::{StepBatch, StepCost, StepCostModel};
 use crate::catalog::{GpuSpec, LlmSpec};
-use crate::config::{CostConfig, Dtype, KvDtype};
+use crate::config::{CostConfig, Dtype, HardwareConfig, KvDtype};
+
+/// How one replica is spread over its GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// Tensor-parallel degree: GPUs per pipeline stage.
+    pub tp: u32,
+    /// Pipeline stages.
+    pub pp: u32,
+    /// Micro-batches a step is split into across the pipeline.
+    pub micro_batches: u32,
+    /// MoE experts spread whole across a stage's GPUs instead of sliced.
+    pub expert_parallel: bool,
+}
+
+impl Layout {
+    /// Tensor parallelism only: `tp` GPUs, one stage, one micro-batch, sliced experts.
+    pub fn tensor(tp: u32) -> Self {
+        Layout { tp, pp: 1, micro_batches: 1, expert_parallel: false }
+    }
+
+    /// The layout of a scenario's `[hardware]` (`micro_batches` defaults to `pp`).
+    pub fn from_hardware(h: &HardwareConfig) -> Self {
+        Layout { tp: h.tp, pp: h.pp, micro_batches: h.micro_batches(), expert_parallel: h.expert_parallel }
+    }
+
+    /// GPUs of one replica: `tp × pp`.
+    pub fn gpus(&self) -> u32 {
+        self.tp * self.pp
+    }
+
+    /// Layers of the largest pipeline stage: ⌈num_layers / pp⌉.
+    pub fn layers_per_stage(&self, num_layers: u32) -> u32 {
+        num_layers.div_ceil(self.pp.max(1))
+    }
+
+    /// Whole experts on each GPU under expert parallelism: ⌈experts / tp⌉
+    /// (0 for a dense model or without expert parallelism).
+    pub fn experts_per_gpu(&self, llm: &LlmSpec) -> u32 {
+        if self.expert_parallel && llm.is_moe() { llm.num_experts.div_ceil(self.tp.max(1)) } else { 0 }
+    }
+}
 
 /// Activation element size (BF16) in bytes.
 const ACT: f64 = 2.0;
@@ -22,16 +77,41 @@ struct Gemm {
     act_bytes_per_token: f64,
 }
 
+/// The MoE FFN of one layer, per GPU.
+#[derive(Debug, Clone, Copy)]
+struct Moe {
+    /// Routed experts per layer (E).
+    experts: f64,
+    /// Experts per token (k).
+    k: f64,
+    /// Experts whose weights this GPU holds (slices of all E under tensor
+    /// parallelism, ⌈E / tp⌉ whole ones under expert parallelism).
+    experts_here: f64,
+    /// Bytes of one held expert on this GPU (a 1/tp slice or a whole expert).
+    expert_bytes: f64,
+    /// FLOPs per token of the routed experts' work done on this GPU.
+    flops_per_token: f64,
+    /// Activation bytes per token on this GPU.
+    act_bytes_per_token: f64,
+    /// Bytes per token of one all-to-all exchange (0 without expert parallelism).
+    a2a_bytes_per_token: f64,
+}
+
 /// Precomputed per-GPU constants of the roofline model.
 #[derive(Debug, Clone)]
 pub struct Roofline {
+    /// Layers of the whole model.
     layers: f64,
+    /// Layers of the largest pipeline stage (it sets the pipeline's pace).
+    stage_layers: f64,
+    /// Pipeline stages.
+    pp: f64,
+    /// Micro-batches per step (at most the step's token count).
+    micro_batches: f64,
     peak_flops: f64,
     peak_bw: f64,
     dense: Vec<Gemm>,
-    /// MoE FFN: (experts, experts per token, one expert's per-GPU weight bytes,
-    /// per-token FLOPs of all active experts, activation bytes per token).
-    moe: Option<(f64, f64, f64, f64, f64)>,
+    moe: Option<Moe>,
     attn_flops_per_pair: f64,
     kv_bytes_per_token_layer: f64,
     attn_act_bytes_per_token: f64,
@@ -47,14 +127,28 @@ pub struct Roofline {
     per_request_overhead: f64,
     inv_flops_rate: f64,
     inv_bw: f64,
-    /// Cache of the token-count-dependent part (GEMMs, all-reduce) of one layer:
+    /// Cache of the token-count-dependent part (GEMMs, all-reduce, all-to-all) of one layer:
     /// (tokens, time, flops, bytes). Steady decode batches hit it every step.
     gemm_cache: (f64, f64, f64, f64),
 }
 
 impl Roofline {
-    /// Builds the model for `tp` GPUs of `gpu` running `llm` in `dtype`.
+    /// Builds the model for `tp` GPUs of `gpu` running `llm` in `dtype`
+    /// (one pipeline stage, tensor-sliced experts): [`Layout::tensor`].
     pub fn new(llm: &LlmSpec, gpu: &GpuSpec, tp: u32, dtype: Dtype, kv: KvDtype, cost: &CostConfig) -> Self {
+        Self::with_layout(llm, gpu, &Layout::tensor(tp), dtype, kv, cost)
+    }
+
+    /// Builds the model for one replica laid out as `layout` on `gpu`.
+    pub fn with_layout(
+        llm: &LlmSpec,
+        gpu: &GpuSpec,
+        layout: &Layout,
+        dtype: Dtype,
+        kv: KvDtype,
+        cost: &CostConfig,
+    ) -> Self {
+        let tp = layout.tp.max(1);
         let tpf = tp as f64;
         let w = dtype.bytes();
         let peak_flops = match dtype {
@@ -81,9 +175,33 @@ impl Roofline {
         let moe = if llm.is_moe() {
             let e = llm.num_experts as f64;
             let k = llm.experts_per_token as f64;
-            let expert_params = 3.0 * h * f / tpf;
+            let expert_params = 3.0 * h * f;
             dense.push(gemm(h, e)); // router
-            Some((e, k, expert_params * w, k * 2.0 * expert_params, (2.0 * h + 3.0 * f / tpf) * k * ACT))
+            Some(if layout.expert_parallel {
+                // Whole experts, ⌈E/tp⌉ per GPU; with uniform routing this GPU
+                // runs the share experts_here / E of the token-expert pairs.
+                let here = layout.experts_per_gpu(llm) as f64;
+                let share = here / e;
+                Moe {
+                    experts: e,
+                    k,
+                    experts_here: here,
+                    expert_bytes: expert_params * w,
+                    flops_per_token: k * share * 2.0 * expert_params,
+                    act_bytes_per_token: (2.0 * h + 3.0 * f) * k * share * ACT,
+                    a2a_bytes_per_token: k * h * ACT,
+                }
+            } else {
+                Moe {
+                    experts: e,
+                    k,
+                    experts_here: e,
+                    expert_bytes: expert_params / tpf * w,
+                    flops_per_token: k * 2.0 * expert_params / tpf,
+                    act_bytes_per_token: (2.0 * h + 3.0 * f / tpf) * k * ACT,
+                    a2a_bytes_per_token: 0.0,
+                }
+            })
         } else {
             dense.push(gemm(h, 2.0 * f));
             dense.push(Gemm {
@@ -98,6 +216,9 @@ impl Roofline {
         let v = llm.vocab_size as f64;
         Roofline {
             layers: llm.num_layers as f64,
+            stage_layers: layout.layers_per_stage(llm.num_layers) as f64,
+            pp: layout.pp.max(1) as f64,
+            micro_batches: layout.micro_batches.max(1) as f64,
             peak_flops,
             peak_bw,
             dense,
@@ -128,7 +249,7 @@ impl Roofline {
         (flops * self.inv_flops_rate).max(bytes * self.inv_bw)
     }
 
-    /// GEMMs and all-reduces of one layer for `t` tokens: (time, flops, bytes).
+    /// GEMMs, all-reduces and all-to-alls of one layer for `t` tokens: (time, flops, bytes).
     #[inline]
     fn token_part(&mut self, t: f64) -> (f64, f64, f64) {
         if self.gemm_cache.0 == t {
@@ -141,10 +262,16 @@ impl Roofline {
             for g in &self.dense {
                 lt += self.op(t * g.flops_per_token, g.weight_bytes + t * g.act_bytes_per_token, &mut acc);
             }
-            if let Some((e, k, expert_bytes, flops_per_token, act)) = self.moe {
-                // Expected distinct experts touched by t tokens routed uniformly.
-                let touched = e * (1.0 - (1.0 - k / e).powf(t));
-                lt += self.op(t * flops_per_token, touched * expert_bytes + t * act, &mut acc);
+            if let Some(m) = self.moe {
+                // Expected distinct experts touched by t tokens routed uniformly;
+                // this GPU reads the touched ones among those it holds.
+                let p_touched = 1.0 - (1.0 - m.k / m.experts).powf(t);
+                let touched = m.experts_here * p_touched;
+                lt += self.op(t * m.flops_per_token, touched * m.expert_bytes + t * m.act_bytes_per_token, &mut acc);
+                if m.a2a_bytes_per_token > 0.0 {
+                    // Dispatch tokens to their experts' GPUs, then combine the outputs.
+                    lt += 2.0 * self.all_to_all_time(t * m.a2a_bytes_per_token);
+                }
             }
             lt += 2.0 * self.allreduce_time(t * self.allreduce_bytes_per_token);
         }
@@ -160,19 +287,43 @@ impl Roofline {
         let hops = 2.0 * (self.tp - 1.0);
         hops * self.hop_latency + hops / self.tp * bytes / self.link_bw
     }
+
+    /// Time of one all-to-all among a stage's `tp` GPUs in which each GPU
+    /// holds `bytes` and keeps the 1/tp meant for itself: `tp − 1` exchange
+    /// rounds of latency plus `bytes × (tp − 1) / tp` over the link.
+    pub fn all_to_all_time(&self, bytes: f64) -> f64 {
+        if self.tp <= 1.0 {
+            return 0.0;
+        }
+        let rounds = self.tp - 1.0;
+        rounds * self.hop_latency + rounds / self.tp * bytes / self.link_bw
+    }
+
+    /// Time to send `bytes` of activations from one pipeline stage to the next:
+    /// one hop of latency plus the bytes over the link (0 without a pipeline).
+    pub fn p2p_time(&self, bytes: f64) -> f64 {
+        if self.pp <= 1.0 {
+            return 0.0;
+        }
+        self.hop_latency + bytes / self.link_bw
+    }
 }
 
 impl StepCostModel for Roofline {
     #[inline]
     fn step(&mut self, b: &StepBatch) -> StepCost {
         let t = b.tokens() as f64;
-        let (mut lt, flops, bytes) = self.token_part(t);
+        // Micro-batches: at most one per token; each gets 1/m of every aggregate.
+        let m = if t > 0.0 { self.micro_batches.min(t) } else { 1.0 };
+        let inv_m = 1.0 / m;
+        let tm = t * inv_m;
+        let (mut lt, flops, bytes) = self.token_part(tm);
         let mut layer = StepCost { time: 0.0, flops, bytes };
         if b.prefill_tokens > 0 {
-            let p = b.prefill_tokens as f64;
+            let p = b.prefill_tokens as f64 * inv_m;
             lt += self.op(
-                self.attn_flops_per_pair * b.prefill_attn_pairs,
-                self.kv_bytes_per_token_layer * (b.prefill_ctx_tokens + p) + p * self.attn_act_bytes_per_token,
+                self.attn_flops_per_pair * b.prefill_attn_pairs * inv_m,
+                self.kv_bytes_per_token_layer * (b.prefill_ctx_tokens * inv_m + p) + p * self.attn_act_bytes_per_token,
                 &mut layer,
             );
         }
@@ -181,18 +332,35 @@ impl StepCostModel for Roofline {
             let ctx = match self.sliding_window {
                 Some(w) => b.decode_ctx_tokens.min(n * w),
                 None => b.decode_ctx_tokens,
-            };
+            } * inv_m;
             lt += self.op(
                 self.attn_flops_per_pair * ctx,
-                self.kv_bytes_per_token_layer * ctx + n * self.attn_act_bytes_per_token,
+                self.kv_bytes_per_token_layer * ctx + n * inv_m * self.attn_act_bytes_per_token,
                 &mut layer,
             );
         }
-        let mut cost = StepCost { time: 0.0, flops: layer.flops * self.layers, bytes: layer.bytes * self.layers };
-        let mut time = lt * self.layers;
+        // FLOPs and bytes: every layer runs every micro-batch once, spread over
+        // the pp stages (StepCost is per GPU: the mean over the replica's GPUs).
+        let per_gpu = m / self.pp;
+        let mut cost = StepCost {
+            time: 0.0,
+            flops: layer.flops * self.layers * per_gpu,
+            bytes: layer.bytes * self.layers * per_gpu,
+        };
+        // The pace of the pipeline: the largest stage's layers, m + pp − 1 slots.
+        let mut time = (m + self.pp - 1.0) * (lt * self.stage_layers)
+            + (self.pp - 1.0) * self.p2p_time(tm * self.allreduce_bytes_per_token);
         if b.logits > 0 {
+            // The LM head runs on the last stage for the micro-batches that
+            // sample (at most one per row), lengthening the tail of the pipeline.
             let r = b.logits as f64;
-            time += self.op(r * self.lm_flops_per_row, self.lm_weight_bytes + r * self.lm_out_bytes_per_row, &mut cost);
+            let slots = m.min(r);
+            let rs = r / slots;
+            let mut lm = StepCost::default();
+            time += slots
+                * self.op(rs * self.lm_flops_per_row, self.lm_weight_bytes + rs * self.lm_out_bytes_per_row, &mut lm);
+            cost.flops += lm.flops * slots / self.pp;
+            cost.bytes += lm.bytes * slots / self.pp;
         }
         cost.time = time + self.step_overhead + self.per_request_overhead * b.new_requests as f64;
         cost
@@ -301,5 +469,109 @@ mod tests {
         let many = r.step(&decode(256, 100.0));
         // One token reads 2 of 8 experts; 256 tokens read nearly all of them.
         assert!(many.bytes > one.bytes * 2.5, "{} vs {}", many.bytes, one.bytes);
+    }
+
+    fn laid_out(name: &str, layout: Layout) -> Roofline {
+        let c = Catalog::builtin().unwrap();
+        let llm = c.model(name).unwrap().spec.clone();
+        let gpu = c.gpu("h100-sxm").unwrap().spec.clone();
+        let cost = CostConfig { step_overhead_ms: 0.0, ..CostConfig::default() };
+        Roofline::with_layout(&llm, &gpu, &layout, Dtype::Bf16, KvDtype::Bf16, &cost)
+    }
+
+    fn pipe(tp: u32, pp: u32, m: u32) -> Layout {
+        Layout { tp, pp, micro_batches: m, expert_parallel: false }
+    }
+
+    #[test]
+    fn one_micro_batch_runs_the_stages_one_after_the_other() {
+        let mut flat = laid_out("llama-3.1-8b", pipe(1, 1, 1));
+        let mut two = laid_out("llama-3.1-8b", pipe(1, 2, 1));
+        for b in [decode(1, 100.0), decode(32, 1000.0), prefill(4096)] {
+            let (f, p) = (flat.step(&b), two.step(&b));
+            let p2p = two.p2p_time(b.tokens() as f64 * 4096.0 * 2.0);
+            assert!(p2p > 0.0);
+            // Two stages of 16 layers each, no overlap: as long as the flat model.
+            let ratio = (p.time - p2p) / f.time;
+            assert!((ratio - 1.0).abs() < 1e-9, "pp2 × m1 step {} vs flat {}: ratio {ratio}", p.time, f.time);
+            // Per GPU, half the FLOPs and bytes (each GPU runs half the layers).
+            assert!((p.flops / f.flops - 0.5).abs() < 1e-9, "flops per GPU {} vs {}", p.flops, f.flops);
+            assert!((p.bytes / f.bytes - 0.5).abs() < 1e-9, "bytes per GPU {} vs {}", p.bytes, f.bytes);
+        }
+    }
+
+    #[test]
+    fn more_micro_batches_shrink_the_bubble_of_a_compute_bound_prefill() {
+        let mut flat = laid_out("llama-3.1-8b", pipe(1, 1, 1));
+        let full = flat.step(&prefill(8192)).time;
+        let mut last = f64::INFINITY;
+        for m in [1u32, 2, 4, 8, 16] {
+            let t = laid_out("llama-3.1-8b", pipe(1, 4, m)).step(&prefill(8192)).time;
+            // Compute bound: a stage of a quarter of the model on 1/m of the
+            // tokens takes full / (4m); m + 3 of them run back to back.
+            let ideal = (m + 3) as f64 / (4 * m) as f64 * full;
+            assert!((t / ideal - 1.0).abs() < 0.08, "m = {m}: {t} s vs {ideal} s");
+            assert!(t < last, "m = {m} did not shrink the step: {t} vs {last}");
+            last = t;
+        }
+        assert!(last < 0.35 * full, "16 micro-batches over 4 stages: {last} vs flat {full}");
+    }
+
+    #[test]
+    fn decode_micro_batches_read_the_stage_weights_again() {
+        let mut one = laid_out("llama-3.1-8b", pipe(1, 2, 1));
+        let mut four = laid_out("llama-3.1-8b", pipe(1, 2, 4));
+        let b = decode(8, 100.0);
+        let (c1, c4) = (one.step(&b), four.step(&b));
+        let ratio = c4.bytes / c1.bytes;
+        assert!((3.8..4.0).contains(&ratio), "4 micro-batches read {ratio}× the bytes");
+        // Memory bound: 4 + 1 slots of a stage instead of 2 (and 4 LM heads instead of 1).
+        let r = c4.time / c1.time;
+        assert!((2.45..2.8).contains(&r), "decode m4 {} vs m1 {}: {r}", c4.time, c1.time);
+        // A single sequence cannot be split: one micro-batch.
+        assert_eq!(four.step(&decode(1, 100.0)).time, one.step(&decode(1, 100.0)).time);
+    }
+
+    fn ep(tp: u32, on: bool) -> Layout {
+        Layout { tp, pp: 1, micro_batches: 1, expert_parallel: on }
+    }
+
+    #[test]
+    fn expert_parallelism_adds_all_to_all_and_keeps_balanced_expert_reads() {
+        let mut tp = laid_out("mixtral-8x7b", ep(2, false));
+        let mut ex = laid_out("mixtral-8x7b", ep(2, true));
+        for n in [1u32, 64] {
+            let b = decode(n, 100.0);
+            let (a, e) = (tp.step(&b), ex.step(&b));
+            // 8 experts over 2 GPUs: 4 whole ones each, the same expected bytes
+            // as a half of every expert (activations differ a little).
+            assert!((e.bytes / a.bytes - 1.0).abs() < 0.02, "n = {n}: EP bytes {} vs TP {}", e.bytes, a.bytes);
+            assert!((e.flops / a.flops - 1.0).abs() < 1e-9);
+            let a2a = 32.0 * 2.0 * ex.all_to_all_time(n as f64 * 2.0 * 4096.0 * 2.0);
+            assert!(a2a > 0.0);
+            let extra = e.time - a.time;
+            assert!(extra > 0.8 * a2a && extra < 1.2 * a2a, "n = {n}: EP adds {extra} s, all-to-alls {a2a} s");
+        }
+        assert_eq!(laid_out("mixtral-8x7b", ep(1, true)).all_to_all_time(1e6), 0.0);
+    }
+
+    #[test]
+    fn uneven_experts_load_the_fullest_gpu() {
+        let c = Catalog::builtin().unwrap();
+        let mut llm = c.model("mixtral-8x7b").unwrap().spec.clone();
+        llm.num_experts = 6;
+        let gpu = c.gpu("h100-sxm").unwrap().spec.clone();
+        let cost = CostConfig::default();
+        let mk = |on| Roofline::with_layout(&llm, &gpu, &ep(4, on), Dtype::Bf16, KvDtype::Bf16, &cost);
+        let (mut tp, mut ex) = (mk(false), mk(true));
+        // 256 tokens touch every expert: TP reads 6 quarter-experts per GPU, EP
+        // reads ⌈6/4⌉ = 2 whole ones on the fullest GPU: half an expert more.
+        let b = decode(256, 100.0);
+        let (a, e) = (tp.step(&b), ex.step(&b));
+        let expert = 3.0 * 4096.0 * 14336.0 * 2.0 * 32.0;
+        let extra = (e.bytes - a.bytes) / expert;
+        assert!((extra - 0.5).abs() < 0.02, "EP reads {extra} experts more per GPU");
+        // Its share of the routed tokens is 2/6 instead of 1/4.
+        assert!(e.flops > a.flops);
     }
 }

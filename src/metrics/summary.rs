@@ -189,7 +189,7 @@ fn pool_summaries(setup: &crate::Setup, stats: &[crate::engine::ReplicaStats], d
             let n = p.replicas as f64;
             let busy = sum(&|r| r.busy);
             let (pf, pb) = rs.first().map_or((f64::NAN, f64::NAN), |r| (r.peak_flops, r.peak_bandwidth));
-            let num_gpus = p.replicas * p.tp;
+            let num_gpus = p.replicas * p.layout.gpus();
             PoolSummary {
                 name: p.name.clone(),
                 role: p.role.as_str().to_string(),
@@ -238,7 +238,7 @@ pub struct SpecSummary {
 pub struct CostSummary {
     /// USD per GPU-hour assumed.
     pub price_per_gpu_hour: f64,
-    /// GPUs in the deployment (replicas × tp).
+    /// GPUs in the deployment (replicas × tp × pp).
     pub num_gpus: u32,
     /// GPU-hours over the measurement window.
     pub gpu_hours: f64,
@@ -659,7 +659,7 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
     let completed = metrics.completed;
     let stats = &out.replicas;
     let n_rep = stats.len() as f64;
-    let num_gpus: u32 = setup.pools.iter().map(|p| p.replicas * p.tp).sum();
+    let num_gpus: u32 = setup.pools.iter().map(|p| p.replicas * p.layout.gpus()).sum();
     let sum = |f: &dyn Fn(&crate::engine::ReplicaStats) -> f64| stats.iter().map(f).sum::<f64>();
     let busy = sum(&|r| r.busy);
     let per_busy = |x: f64| if busy > 0.0 { x / busy } else { 0.0 };

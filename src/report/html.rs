@@ -99,7 +99,7 @@ fn run_page(dir: &Path) -> Result<String> {
         esc(name),
         esc(s["model"].as_str().unwrap_or("")),
         esc(s["dtype"].as_str().unwrap_or("")),
-        s["replicas"].as_u64().unwrap_or(0) * s["tp"].as_u64().unwrap_or(0),
+        s["cost"]["num_gpus"].as_u64().unwrap_or(0),
         esc(s["gpu"].as_str().unwrap_or("")),
         s["tp"],
         s["replicas"],

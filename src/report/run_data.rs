@@ -40,13 +40,7 @@ pub struct RunView<'a> {
 /// The legend label of a run.
 pub fn run_label(rep: &crate::Report) -> String {
     let s = &rep.setup.scenario;
-    format!(
-        "{} {} on {} × {}",
-        rep.setup.llm.name,
-        s.model.dtype.as_str(),
-        s.hardware.replicas * s.hardware.tp,
-        rep.setup.gpu.name
-    )
+    format!("{} {} on {} × {}", rep.setup.llm.name, s.model.dtype.as_str(), s.hardware.num_gpus(), rep.setup.gpu.name)
 }
 
 impl RunData {
@@ -76,7 +70,7 @@ impl RunData {
             "{} {} on {} × {}",
             m["model"]["name"].as_str().unwrap_or("?"),
             scenario.model.dtype.as_str(),
-            scenario.hardware.replicas * scenario.hardware.tp,
+            scenario.hardware.num_gpus(),
             m["gpu"]["name"].as_str().unwrap_or("?")
         );
         let timeseries =

@@ -36,7 +36,7 @@ pub fn format_summary(s: &Summary) -> String {
     let mut o = String::new();
     let title = format!(" servesim: {} ", s.scenario);
     let _ = writeln!(o, "{:=^W$}", title);
-    row(&mut o, "Model / GPU", format!("{} {} on {} × {} (tp {})", s.model, s.dtype, s.replicas * s.tp, s.gpu, s.tp));
+    row(&mut o, "Model / GPU", format!("{} {} on {} × {} (tp {})", s.model, s.dtype, s.cost.num_gpus, s.gpu, s.tp));
     if s.stable == Some(false) {
         let _ = writeln!(o, "!! OVERLOADED: {}", s.stability.explanation);
     }
@@ -204,11 +204,20 @@ pub fn format_check(setup: &Setup) -> String {
     );
     let _ = writeln!(
         o,
-        "layout: {} replica(s) × tp {} = {} GPU(s), router {:?}",
+        "layout: {} replica(s) × (tp {} × pp {}) = {} GPU(s), router {:?}",
         s.hardware.replicas,
         s.hardware.tp,
-        s.hardware.replicas * s.hardware.tp,
+        s.hardware.pp,
+        s.hardware.num_gpus(),
         s.hardware.router
+    );
+    let _ = writeln!(
+        o,
+        "        {} GPU(s) per replica, {} layer(s) per stage, {} micro-batch(es) per step, expert parallelism {}",
+        m.gpus_per_replica,
+        m.layers_per_stage,
+        s.hardware.micro_batches(),
+        if m.expert_parallel { format!("on ({} whole expert(s) per GPU)", m.experts_per_gpu) } else { "off".into() }
     );
     rule(&mut o, "Memory plan per GPU");
     row(&mut o, "GPU memory (GiB)", num(m.gpu_memory_gib, 2));
