@@ -262,6 +262,8 @@ fn resolve_pool(
             Some(d)
         }
     };
+    // One KV block on one GPU (each GPU swaps its own shard over its own link).
+    let block_bytes = memory.kv_bytes_per_token_per_gpu * e.block_size as f64;
     let engine = EngineParams {
         max_num_seqs: e.max_num_seqs,
         max_num_batched_tokens: e.max_num_batched_tokens,
@@ -278,6 +280,11 @@ fn resolve_pool(
         watermark_blocks: (e.kv_watermark * memory.num_blocks as f64).ceil() as u64,
         spec_k: config::SpeculativeConfig::active(e).map_or(0, |s| s.num_tokens),
         handoff: role == config::PoolRole::Prefill,
+        swap_blocks: match e.preemption {
+            config::Preemption::Swap => (e.swap_space_gb * catalog::GIB / block_bytes).floor() as u64,
+            config::Preemption::Recompute => 0,
+        },
+        swap_block_time: block_bytes / (e.swap_bandwidth_gbps * 1e9),
     };
     Ok(Pool {
         name: name.to_string(),

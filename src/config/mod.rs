@@ -413,6 +413,26 @@ pub struct EngineConfig {
     /// Speculative decoding (absent: off).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speculative: Option<SpeculativeConfig>,
+    /// What happens to a preempted decoding sequence's KV cache.
+    pub preemption: Preemption,
+    /// `preemption = "swap"`: host memory for swapped-out KV blocks, GiB per GPU
+    /// (vLLM's `swap_space`).
+    pub swap_space_gb: f64,
+    /// `preemption = "swap"`: host-to-GPU copy bandwidth per GPU, GB/s
+    /// (PCIe Gen4 x16 ≈ 25 in practice, Gen5 ≈ 50).
+    pub swap_bandwidth_gbps: f64,
+}
+
+/// Preemption mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Preemption {
+    /// Free the blocks; the sequence prefills its prompt and output again (vLLM's default).
+    #[default]
+    Recompute,
+    /// Copy a decoding sequence's blocks to host memory and back when it resumes;
+    /// falls back to recompute when the host space is full (prefilling sequences always recompute).
+    Swap,
 }
 
 /// How draft tokens are proposed.
@@ -542,6 +562,9 @@ impl Default for EngineConfig {
             max_waiting: None,
             max_wait_s: None,
             speculative: None,
+            preemption: Preemption::Recompute,
+            swap_space_gb: 4.0,
+            swap_bandwidth_gbps: 25.0,
         }
     }
 }

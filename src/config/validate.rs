@@ -167,6 +167,8 @@ impl Scenario {
         if let Some(w) = e.max_wait_s {
             positive("engine.max_wait_s", w)?;
         }
+        non_negative("engine.swap_space_gb", e.swap_space_gb)?;
+        positive("engine.swap_bandwidth_gbps", e.swap_bandwidth_gbps)?;
         if let Some(sp) = &e.speculative {
             speculative(sp, self.cost.model)?;
         }

@@ -77,6 +77,10 @@ pub struct EngineParams {
     /// Prefill pool: after its first token a request leaves for a decode pool,
     /// its KV blocks held until the transfer ends.
     pub handoff: bool,
+    /// Swap preemption: host blocks available (0: preemption recomputes).
+    pub swap_blocks: u64,
+    /// Swap preemption: time to copy one block between host and GPU, s.
+    pub swap_block_time: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,6 +178,14 @@ pub struct ReplicaStats {
     pub peak_bandwidth: f64,
     /// KV blocks of the replica.
     pub num_blocks: u64,
+    /// Swap preemption: sequences swapped out to host memory (whole run).
+    pub swaps_out: u64,
+    /// Swap preemption: blocks copied between host and GPU (both ways).
+    pub swapped_blocks: u64,
+    /// Swap preemption: most host blocks in use at once.
+    pub peak_host_blocks: u64,
+    /// Swap preemption: time the copies added to steps, s.
+    pub swap_time: f64,
 }
 
 /// One engine replica.
@@ -214,8 +226,13 @@ pub struct Replica<C> {
     extra_pending: u64,
     /// Prefill pool: KV held for requests being transferred: (blocks, shared, tokens).
     held: std::collections::HashMap<u32, (u32, u32, u32)>,
-    /// Decode pool: waiting requests whose prompt KV has arrived.
-    ready: std::collections::HashSet<u32>,
+    /// Waiting requests whose KV needs no prefill: arrived from a prefill
+    /// pool (0), or swapped out to host memory (its host blocks).
+    ready: std::collections::HashMap<u32, u64>,
+    /// Host blocks holding swapped-out KV.
+    host_used: u64,
+    /// Blocks copied to or from the host in the step being planned.
+    swap_step: u64,
     dec_ctx: u64,
     phase_count: Vec<u32>,
     finish: BinaryHeap<Reverse<(u64, u32, u32)>>,
@@ -311,7 +328,9 @@ impl<C: StepCostModel> Replica<C> {
             spec_seed: 0,
             extra_pending: 0,
             held: std::collections::HashMap::new(),
-            ready: std::collections::HashSet::new(),
+            ready: std::collections::HashMap::new(),
+            host_used: 0,
+            swap_step: 0,
             dec_ctx: 0,
             phase_count: vec![0; p.block_size as usize],
             finish: BinaryHeap::new(),
@@ -399,7 +418,7 @@ impl<C: StepCostModel> Replica<C> {
         if !self.enqueue(now, req, key, work) {
             return false;
         }
-        self.ready.insert(req);
+        self.ready.insert(req, 0);
         true
     }
 
@@ -670,6 +689,18 @@ impl<C: StepCostModel> Replica<C> {
         r.last_token = last_token;
         r.preemptions += 1;
         self.stats.preemptions += 1;
+        let host = blocks_for(kv, self.p.block_size);
+        if s.phase == Phase::Decode && self.host_used + host <= self.p.swap_blocks {
+            // Swap out: the KV moves to host memory and comes back when it resumes.
+            self.host_used += host;
+            self.stats.peak_host_blocks = self.stats.peak_host_blocks.max(self.host_used);
+            self.stats.swaps_out += 1;
+            self.swap_step += host;
+            self.ready.insert(s.req, host);
+            self.pending_tokens += (s.output - generated) as u64 - before;
+            self.waiting.push_front(s.req);
+            return;
+        }
         // KV tokens thrown away, to be computed again.
         self.stats.recomputed_tokens += s.computed as u64 + (generated - s.generated) as u64;
         // Its remaining work (`before`) becomes the whole prompt (with the
@@ -710,9 +741,9 @@ impl<C: StepCostModel> Replica<C> {
             let Some(req) = self.waiting.front(|r| matches!(records[r as usize].status, Status::Rejected(_))) else {
                 return;
             };
-            if !self.ready.contains(&req) {
+            let Some(&host) = self.ready.get(&req) else {
                 return;
-            }
+            };
             let r = &sinks.records[req as usize];
             let target = r.prompt + r.generated - 1;
             let need = blocks_for(target as u64, self.p.block_size);
@@ -724,6 +755,11 @@ impl<C: StepCostModel> Replica<C> {
             self.waiting.pop_front();
             self.ready.remove(&req);
             self.take_blocks(need);
+            if host > 0 {
+                // Swap in: its blocks come back from host memory.
+                self.host_used -= host;
+                self.swap_step += need;
+            }
             if r.class as usize >= self.n_dec_class.len() {
                 self.n_dec_class.resize(r.class as usize + 1, 0);
             }
@@ -763,8 +799,8 @@ impl<C: StepCostModel> Replica<C> {
         let Some(req) = self.waiting.front(|r| matches!(records[r as usize].status, Status::Rejected(_))) else {
             return false;
         };
-        if self.ready.contains(&req) {
-            // Its KV is on its way in: admitted by `admit_ready` when it fits.
+        if self.ready.contains_key(&req) {
+            // Its KV is on its way in (or on the host): admitted by `admit_ready` when it fits.
             return false;
         }
         let r = &sinks.records[req as usize];
@@ -977,6 +1013,14 @@ impl<C: StepCostModel> Replica<C> {
                 continue;
             }
             self.step_cost = self.cost.step(&self.step_batch);
+            if self.swap_step > 0 {
+                // Copies between host and GPU memory in this step.
+                let t = self.swap_step as f64 * self.p.swap_block_time;
+                self.step_cost.time += t;
+                self.stats.swap_time += t;
+                self.stats.swapped_blocks += self.swap_step;
+                self.swap_step = 0;
+            }
             self.busy = true;
             self.step_start = now;
             let end = now + self.step_cost.time;
@@ -1274,7 +1318,7 @@ impl<C: StepCostModel> Replica<C> {
         }
         for r in self.waiting.entries() {
             let rec = &records[r as usize];
-            if self.ready.contains(&r) {
+            if self.ready.contains_key(&r) {
                 total += (rec.output - rec.generated) as u64;
             } else if !matches!(rec.status, Status::Rejected(_)) {
                 total += rec.prompt as u64 + rec.output as u64;
@@ -1335,6 +1379,13 @@ impl<C: StepCostModel> Replica<C> {
         }
         if used > self.p.num_blocks {
             return Err("KV blocks in use exceed capacity".into());
+        }
+        let host: u64 = self.ready.values().sum();
+        if host != self.host_used || self.host_used > self.p.swap_blocks {
+            return Err(format!(
+                "{} host blocks in use ({host} held by swapped requests), {} available",
+                self.host_used, self.p.swap_blocks
+            ));
         }
         if self.cache.evictable > self.free_blocks {
             return Err("more evictable cached blocks than free blocks".into());

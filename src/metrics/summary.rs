@@ -94,6 +94,12 @@ pub struct Utilisation {
     pub preemptions: u64,
     /// Tokens recomputed because of preemptions.
     pub recomputed_tokens: u64,
+    /// Preemptions that swapped the KV cache to host memory instead (`preemption = "swap"`).
+    pub swapped_out: u64,
+    /// Time KV copies between host and GPU added to steps, s (all replicas).
+    pub swap_time_s: f64,
+    /// Most KV blocks held in host memory at once on any replica.
+    pub peak_host_kv_blocks: u64,
     /// Requests routed to each replica.
     pub requests_per_replica: Vec<u64>,
 }
@@ -682,6 +688,9 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
         steps: stats.iter().map(|r| r.steps).sum(),
         preemptions: stats.iter().map(|r| r.preemptions).sum(),
         recomputed_tokens: stats.iter().map(|r| r.recomputed_tokens).sum(),
+        swapped_out: stats.iter().map(|r| r.swaps_out).sum(),
+        swap_time_s: sum(&|r| r.swap_time),
+        peak_host_kv_blocks: stats.iter().map(|r| r.peak_host_blocks).max().unwrap_or(0),
         requests_per_replica: stats.iter().map(|r| r.routed).collect(),
     };
     let kv_cache = KvSummary {

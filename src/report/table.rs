@@ -141,7 +141,15 @@ pub fn format_summary(s: &Summary) -> String {
         "KV cache mean / peak (%)",
         format!("{} / {}", num(s.kv_cache.mean_occupancy * 100.0, 1), num(s.kv_cache.peak_occupancy * 100.0, 1)),
     );
-    row(&mut o, "Preemptions", u.preemptions);
+    if u.swapped_out > 0 {
+        row(
+            &mut o,
+            "Preemptions (swapped to host)",
+            format!("{} ({}, {} s of copies)", u.preemptions, u.swapped_out, num(u.swap_time_s, 3)),
+        );
+    } else {
+        row(&mut o, "Preemptions", u.preemptions);
+    }
     if let Some(h) = s.kv_cache.prefix_hit_rate {
         row(
             &mut o,
