@@ -290,13 +290,18 @@ pub fn simulate_with<C: StepCostModel>(
     let mut handoffs: Vec<u32> = Vec::new();
     let groups: std::sync::Arc<[(u32, u32)]> =
         setup.workload.classes.iter().map(|c| (c.prefix_group, c.prefix_tokens)).collect();
-    let alpha: std::sync::Arc<[f64]> = match crate::config::SpeculativeConfig::active(&s.engine) {
-        Some(sp) => setup.workload.classes.iter().map(|c| c.spec_acceptance.unwrap_or(sp.acceptance)).collect(),
-        None => std::sync::Arc::from(Vec::new()),
-    };
+    // Acceptance rates per class, per pool (each pool may speculate or not).
+    let alpha: Vec<std::sync::Arc<[f64]>> = setup
+        .pools
+        .iter()
+        .map(|p| match crate::config::SpeculativeConfig::active(&p.engine_config) {
+            Some(sp) => setup.workload.classes.iter().map(|c| c.spec_acceptance.unwrap_or(sp.acceptance)).collect(),
+            None => std::sync::Arc::from(Vec::new()),
+        })
+        .collect();
     for r in replicas.iter_mut() {
         r.set_prefix_groups(groups.clone());
-        r.set_speculative(alpha.clone(), stream_seed(seed, 400));
+        r.set_speculative(alpha[r.stats.pool as usize].clone(), stream_seed(seed, 400));
     }
     let peak_flops = replicas[0].cost_model().peak_flops();
     let peak_bandwidth = replicas[0].cost_model().peak_bandwidth();

@@ -156,3 +156,33 @@ fn pool_configuration_errors_name_the_key() {
     let e = err(&base.replace("gpu = \"h100-sxm\"\n[[pools]]", "gpu = \"h100-sxn\"\n[[pools]]"));
     assert_eq!(e.key.as_deref(), Some("pools[0].gpu"), "{e}");
 }
+
+#[test]
+fn speculation_can_be_set_in_one_pool() {
+    let toml = r#"
+seed = 1
+duration_s = 60
+[model]
+name = "llama-3.1-8b"
+[[pools]]
+name = "spec"
+gpu = "h100-sxm"
+engine = { speculative = { method = "mtp", num_tokens = 4, acceptance = 0.7 } }
+[[pools]]
+name = "plain"
+gpu = "h100-sxm"
+[workload]
+rate = 4
+prompt_tokens = { dist = "fixed", value = 500 }
+output_tokens = { dist = "fixed", value = 300 }
+"#;
+    let rep = run(toml, &[]);
+    let sp = rep.summary.speculative.as_ref().expect("speculation reported");
+    assert!((sp.drawn_tokens_per_step - sp.expected_tokens_per_step).abs() < 0.1, "{sp:?}");
+    // Round robin: the speculating replica finishes its requests' decodes faster.
+    let tpot = |r: u32| {
+        let v: Vec<f64> = rep.output.records.iter().filter(|x| x.replica == r).map(|x| x.tpot()).collect();
+        common::mean(&v)
+    };
+    assert!(tpot(0) < 0.7 * tpot(1), "TPOT {} with speculation vs {} without", tpot(0), tpot(1));
+}

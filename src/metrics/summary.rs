@@ -707,14 +707,16 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
         prefix_saved_tokens: stats.iter().map(|r| r.prefix_saved_tokens).sum(),
         prefix_evictions: stats.iter().map(|r| r.prefix_evictions).sum(),
     };
-    let speculative = crate::config::SpeculativeConfig::active(&s.engine).map(|sp| {
+    // The first pool that speculates describes it; the counts cover every pool.
+    let spec_pool = setup.pools.iter().find(|p| crate::config::SpeculativeConfig::active(&p.engine_config).is_some());
+    let speculative = spec_pool.and_then(|p| crate::config::SpeculativeConfig::active(&p.engine_config)).map(|sp| {
         let total = |f: &dyn Fn(&crate::engine::ReplicaStats) -> u64| stats.iter().map(f).sum::<u64>() as f64;
         SpecSummary {
             method: match sp.method {
                 crate::config::SpecMethod::Draft => "draft".into(),
                 crate::config::SpecMethod::Mtp => "mtp".into(),
             },
-            draft_model: setup.pools[0].draft.as_ref().map_or_else(String::new, |d| d.name.clone()),
+            draft_model: spec_pool.and_then(|p| p.draft.as_ref()).map_or_else(String::new, |d| d.name.clone()),
             num_tokens: sp.num_tokens,
             acceptance: sp.acceptance,
             expected_tokens_per_step: crate::config::SpeculativeConfig::expected_tokens(sp.num_tokens, sp.acceptance),

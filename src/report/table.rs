@@ -36,7 +36,14 @@ pub fn format_summary(s: &Summary) -> String {
     let mut o = String::new();
     let title = format!(" servesim: {} ", s.scenario);
     let _ = writeln!(o, "{:=^W$}", title);
-    row(&mut o, "Model / GPU", format!("{} {} on {} × {} (tp {})", s.model, s.dtype, s.cost.num_gpus, s.gpu, s.tp));
+    let gpus = if s.pools.len() > 1 {
+        let pools: Vec<String> =
+            s.pools.iter().map(|p| format!("{} × {} ({}, tp {})", p.num_gpus, p.gpu, p.name, p.tp)).collect();
+        pools.join(" + ")
+    } else {
+        format!("{} × {} (tp {})", s.cost.num_gpus, s.gpu, s.tp)
+    };
+    row(&mut o, "Model / GPU", format!("{} {} on {gpus}", s.model, s.dtype));
     if s.stable == Some(false) {
         let _ = writeln!(o, "!! OVERLOADED: {}", s.stability.explanation);
     }
