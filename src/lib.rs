@@ -280,6 +280,7 @@ fn resolve_pool(
         watermark_blocks: (e.kv_watermark * memory.num_blocks as f64).ceil() as u64,
         spec_k: config::SpeculativeConfig::active(e).map_or(0, |s| s.num_tokens),
         handoff: role == config::PoolRole::Prefill,
+        prefill_first: e.prefill_first,
         swap_blocks: match e.preemption {
             config::Preemption::Swap => (e.swap_space_gb * catalog::GIB / block_bytes).floor() as u64,
             config::Preemption::Recompute => 0,

@@ -301,11 +301,14 @@ pub fn simulate_with<C: StepCostModel>(
         .collect();
     for r in replicas.iter_mut() {
         r.set_prefix_groups(groups.clone());
+        r.set_trace_hashes(setup.workload.trace.as_ref().map(|t| t.trace.clone()));
         r.set_speculative(alpha[r.stats.pool as usize].clone(), stream_seed(seed, 400));
     }
     let peak_flops = replicas[0].cost_model().peak_flops();
     let peak_bandwidth = replicas[0].cost_model().peak_bandwidth();
-    let mut router = Router::new(s.hardware.router, n_entry, stream_seed(seed, 300));
+    let mut router =
+        Router::new(s.hardware.router, n_entry, stream_seed(seed, 300)).with_prefix_cap(s.hardware.prefix_load_cap);
+    let mut prefix_ids: Vec<u64> = Vec::new();
     let mut requests = Source::new(&setup.workload, seed);
     let notify = requests.needs_feedback();
     let cap = setup.workload.num_requests.unwrap_or(0).min(1 << 26) as usize;
@@ -382,7 +385,17 @@ pub fn simulate_with<C: StepCostModel>(
                 dispatch!();
             } else {
                 let key = keyer.key(id, &records[id as usize]);
-                if !admit(id, key, now, &mut records, &mut replicas, &mut router, &mut heap, &mut wake_pending) {
+                if !admit(
+                    id,
+                    key,
+                    now,
+                    &mut records,
+                    &mut replicas,
+                    &mut router,
+                    &mut heap,
+                    &mut wake_pending,
+                    &mut prefix_ids,
+                ) {
                     refuse!(id, RejectReason::QueueFull);
                 }
             }
@@ -442,6 +455,7 @@ pub fn simulate_with<C: StepCostModel>(
             rec.session = a.session;
             rec.prefix = a.prefix.min(a.prompt);
             rec.clipped = clipped;
+            rec.trace_row = a.trace_row;
             let refused = reject_reason(setup, a.prompt, a.output).or_else(|| {
                 limits.take(a.class, now, a.prompt as f64 + a.output as f64).then_some(RejectReason::RateLimited)
             });
@@ -632,9 +646,15 @@ fn admit<C: StepCostModel>(
     router: &mut Router,
     heap: &mut BinaryHeap<Event>,
     wake_pending: &mut [bool],
+    prefix_ids: &mut Vec<u64>,
 ) -> bool {
     let rec = &mut records[id as usize];
-    let r = router.pick(rec.session);
+    let r = if router.wants_prefix() {
+        replicas[0].prefix_ids(id, rec, prefix_ids);
+        router.pick_prefix(prefix_ids)
+    } else {
+        router.pick(rec.session)
+    };
     rec.admitted = now;
     rec.replica = r as u32;
     if !replicas[r].enqueue(now, id, key, rec.prompt as u64 + rec.output as u64) {

@@ -338,3 +338,14 @@ output_tokens = { dist = "lognormal", mean = 300, cv = 0.8 }
     assert!(pre(&with) < pre(&none), "watermark: {} preemptions vs {}", pre(&with), pre(&none));
     assert!(with.records.iter().all(|r| r.status == Status::Completed));
 }
+
+#[test]
+fn prefill_first_trades_decode_stalls_for_a_faster_first_token() {
+    let decode_first = run(MIXED, &["engine.preset=\"sarathi\""]);
+    let prefill_first = run(MIXED, &["engine.preset=\"sarathi\"", "engine.prefill_first=true"]);
+    let tpot = (p99(&decode_first, RequestRecord::tpot), p99(&prefill_first, RequestRecord::tpot));
+    assert!(tpot.1 > 1.5 * tpot.0, "p99 TPOT prefill-first {} vs decode-first {}", tpot.1, tpot.0);
+    let med_ttft = |r: &Report| r.summary.metrics.ttft.dist.median();
+    assert!(med_ttft(&prefill_first) < med_ttft(&decode_first));
+    assert_eq!(prefill_first.summary.metrics.failed, 0);
+}

@@ -227,3 +227,33 @@ fn a_zero_token_prompt_in_a_trace_is_an_error_not_a_panic() {
     .unwrap_err();
     assert!(err.contains("line 3") && err.contains("0-token prompt"), "{err}");
 }
+
+/// Mooncake `hash_ids` name 512-token prefix blocks: with prefix caching a
+/// request reuses the leading blocks of earlier requests with the same ids.
+#[test]
+fn mooncake_hash_ids_feed_the_prefix_cache() {
+    let text = format!(
+        "seed = 1\nduration_s = 900\n[model]\nname = \"llama-3.1-8b\"\n[engine]\nprefix_caching = true\n\
+         num_gpu_blocks = 400000\n[workload.trace]\nfile = \"{MOONCAKE}\"\nformat = \"mooncake\"\nspeedup = 0.1\n"
+    );
+    let loaded = load_scenario_str(&text, Path::new("t.toml"), &[]).unwrap();
+    let setup = servesim::resolve(&loaded.scenario, &servesim::Catalog::builtin().unwrap()).unwrap();
+    let out = servesim::sim::simulate_checked(&setup, 1);
+    let trace = &setup.workload.trace.as_ref().unwrap().trace;
+    // Oracle: the leading hash ids already seen in earlier requests, in engine blocks
+    // (a request always computes its last prompt token).
+    let mut seen = std::collections::HashSet::new();
+    let (mut oracle, mut query) = (0u64, 0u64);
+    for r in &out.records {
+        let hashes = trace.rows[r.trace_row as usize].hashes(trace);
+        let run = hashes.iter().take_while(|h| seen.contains(*h)).count() as u64;
+        oracle += (run * 32).min((r.prompt as u64 - 1) / 16) * 16;
+        query += r.prompt as u64;
+        seen.extend(hashes.iter().copied());
+    }
+    let hit: u64 = out.replicas.iter().map(|r| r.prefix_hit_tokens).sum();
+    assert_eq!(out.replicas.iter().map(|r| r.prefix_query_tokens).sum::<u64>(), query);
+    assert!(oracle > query / 20, "the trace shares prefixes: {oracle} of {query} tokens");
+    // Requests overlapping in time may miss blocks still being computed, never hit more.
+    assert!(hit <= oracle && hit as f64 >= 0.9 * oracle as f64, "hit {hit} vs oracle {oracle} tokens");
+}

@@ -92,12 +92,66 @@ pub struct Router {
     rng: Pcg64Mcg,
     /// Session → replica, for session affinity.
     sticky: HashMap<u32, u32>,
+    /// `prefix-aware`: prefix block → replica last sent a request starting with it.
+    prefix: HashMap<u64, u32>,
+    prefix_cap: u64,
 }
+
+/// Most prefix blocks the prefix-aware router remembers; past it the index
+/// starts afresh (an approximate index, like a router-side radix tree with eviction).
+const PREFIX_INDEX_LIMIT: usize = 1 << 22;
 
 impl Router {
     /// A router of the given kind over `n` replicas; `seed` seeds its random choices.
     pub fn new(kind: RouterKind, n: usize, seed: u64) -> Self {
-        Router { kind, next: 0, tree: MinTree::new(n), rng: Pcg64Mcg::seed_from_u64(seed), sticky: HashMap::new() }
+        Router {
+            kind,
+            next: 0,
+            tree: MinTree::new(n),
+            rng: Pcg64Mcg::seed_from_u64(seed),
+            sticky: HashMap::new(),
+            prefix: HashMap::new(),
+            prefix_cap: 8,
+        }
+    }
+
+    /// Sets the load cap of prefix-aware routing.
+    pub fn with_prefix_cap(mut self, cap: u32) -> Self {
+        self.prefix_cap = cap as u64;
+        self
+    }
+
+    /// Whether picks need the request's prefix blocks ([`Router::pick_prefix`]).
+    pub fn wants_prefix(&self) -> bool {
+        self.kind == RouterKind::PrefixAware
+    }
+
+    /// Prefix-aware pick for a request whose leading shareable blocks are
+    /// `ids`: the replica last sent the deepest block of the longest run of
+    /// them seen before, unless it has more than the cap of outstanding
+    /// requests above the least loaded replica (then the least loaded).
+    /// O(blocks) hash lookups plus O(log replicas).
+    pub fn pick_prefix(&mut self, ids: &[u64]) -> usize {
+        let best = self.tree.argmin();
+        let floor = self.tree.get(best);
+        let mut owner = None;
+        for id in ids {
+            match self.prefix.get(id) {
+                Some(&r) => owner = Some(r as usize),
+                None => break,
+            }
+        }
+        let r = match owner {
+            Some(o) if self.tree.get(o) <= floor + self.prefix_cap => o,
+            _ => best,
+        };
+        if self.prefix.len() + ids.len() > PREFIX_INDEX_LIMIT {
+            self.prefix.clear();
+        }
+        for &id in ids {
+            self.prefix.insert(id, r as u32);
+        }
+        r
     }
 
     /// The load a router of this kind ranks replicas by.

@@ -263,6 +263,9 @@ pub enum RouterKind {
     /// One queue in front of all replicas: a request is dispatched (first come first served) only when a
     /// replica has fewer than `max_num_seqs` requests, to the least loaded one.
     CentralQueue,
+    /// The replica that was sent the longest matching prefix (system prompt, session context, trace
+    /// hash blocks), unless it has more than `prefix_load_cap` requests above the least loaded one.
+    PrefixAware,
 }
 
 /// `[hardware]`.
@@ -292,6 +295,9 @@ pub struct HardwareConfig {
     pub replicas: u32,
     /// Routing policy.
     pub router: RouterKind,
+    /// `prefix-aware` routing: most outstanding requests above the least
+    /// loaded replica that the prefix's replica may have and still get it.
+    pub prefix_load_cap: u32,
     /// Overrides the GPU profile's hourly price (USD per GPU-hour).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub price_per_gpu_hour: Option<f64>,
@@ -326,6 +332,7 @@ impl RouterKind {
             RouterKind::PowerOfTwo => "power-of-two",
             RouterKind::SessionAffinity => "session-affinity",
             RouterKind::CentralQueue => "central-queue",
+            RouterKind::PrefixAware => "prefix-aware",
         }
     }
 }
@@ -341,6 +348,7 @@ impl Default for HardwareConfig {
             expert_parallel: false,
             replicas: 1,
             router: RouterKind::default(),
+            prefix_load_cap: 8,
             price_per_gpu_hour: None,
         }
     }
@@ -366,6 +374,10 @@ pub struct EngineConfig {
     /// (vLLM's `long_prefill_token_threshold`); default: the budget.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_chunk_tokens: Option<u32>,
+    /// Chunked prefill: prefill-prioritised steps. A step that has prompt
+    /// work runs only prompt work and decodes wait (vLLM v0's priority, with
+    /// chunks); default: decodes first (vLLM v1, Sarathi-Serve).
+    pub prefill_first: bool,
     /// Fraction of KV blocks kept free when admitting a waiting request
     /// (vLLM's watermark; vLLM v0 uses 0.01).
     pub kv_watermark: f64,
@@ -543,6 +555,7 @@ impl Default for EngineConfig {
             batching: Batching::Continuous,
             batch_timeout_ms: 50.0,
             mixed_prefill: false,
+            prefill_first: false,
             max_chunk_tokens: None,
             prefix_caching: false,
             kv_watermark: 0.0,

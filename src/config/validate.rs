@@ -149,6 +149,13 @@ impl Scenario {
                 "set chunked_prefill = false (or use preset = \"static\")",
             );
         }
+        if e.prefill_first && !e.chunked_prefill {
+            return fail(
+                "engine.prefill_first",
+                "applies with chunked prefill; without it, steps are prefill-first unless mixed_prefill = true",
+                "set chunked_prefill = true, or remove prefill_first",
+            );
+        }
         if let Some(c) = e.max_chunk_tokens {
             if c == 0 {
                 return fail("engine.max_chunk_tokens", "must be at least 1", "leave it out to use the whole budget");

@@ -40,6 +40,9 @@ use std::collections::BinaryHeap;
 
 const NIL: u32 = u32::MAX;
 
+/// Tokens per prefix block of the Mooncake trace's `hash_ids`.
+const HASH_BLOCK: u64 = 512;
+
 /// Engine limits of one replica.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EngineParams {
@@ -77,6 +80,8 @@ pub struct EngineParams {
     /// Prefill pool: after its first token a request leaves for a decode pool,
     /// its KV blocks held until the transfer ends.
     pub handoff: bool,
+    /// Chunked prefill: a step with prompt work runs only prompt work (decodes wait).
+    pub prefill_first: bool,
     /// Swap preemption: host blocks available (0: preemption recomputes).
     pub swap_blocks: u64,
     /// Swap preemption: time to copy one block between host and GPU, s.
@@ -219,6 +224,8 @@ pub struct Replica<C> {
     pub cache: prefix::PrefixCache,
     /// Per class: (prefix group, shared system-prompt tokens).
     groups: std::sync::Arc<[(u32, u32)]>,
+    /// A replayed trace whose rows name their prefix blocks (Mooncake `hash_ids`).
+    hashed: Option<std::sync::Arc<crate::workload::trace::Trace>>,
     /// Speculative decoding: acceptance rate per class, and the seed of the draws.
     spec_alpha: std::sync::Arc<[f64]>,
     spec_seed: u64,
@@ -324,6 +331,7 @@ impl<C: StepCostModel> Replica<C> {
             wake_at: None,
             cache: prefix::PrefixCache::default(),
             groups: std::sync::Arc::from(Vec::new()),
+            hashed: None,
             spec_alpha: std::sync::Arc::from(Vec::new()),
             spec_seed: 0,
             extra_pending: 0,
@@ -505,14 +513,50 @@ impl<C: StepCostModel> Replica<C> {
         (s.target - s.computed) as u64 + decode
     }
 
+    /// Sets the replayed trace whose rows carry prefix-block hashes.
+    pub fn set_trace_hashes(&mut self, trace: Option<std::sync::Arc<crate::workload::trace::Trace>>) {
+        self.hashed = trace.filter(|t| !t.hash_ids.is_empty());
+    }
+
     /// Identity of block `j` of request `req`'s token stream.
     #[inline]
     fn block_id(&self, req: u32, r: &RequestRecord, j: u32) -> u64 {
+        self.block_key(req, r, j).0
+    }
+
+    /// The leading blocks of request `req`'s prompt that other requests may
+    /// share (system prompt, session context, trace hash blocks), at most
+    /// 1,024, into `out`: what a prefix-aware router matches on.
+    pub fn prefix_ids(&self, req: u32, r: &RequestRecord, out: &mut Vec<u64>) {
+        out.clear();
+        let full = (r.prompt.saturating_sub(1) / self.p.block_size).min(1024);
+        for j in 0..full {
+            match self.block_key(req, r, j) {
+                (id, true) => out.push(id),
+                _ => break,
+            }
+        }
+    }
+
+    /// Identity of block `j` of request `req`'s token stream, and whether other requests may share it.
+    #[inline]
+    fn block_key(&self, req: u32, r: &RequestRecord, j: u32) -> (u64, bool) {
         let bs = self.p.block_size;
+        if let Some(trace) = &self.hashed
+            && r.trace_row != u32::MAX
+        {
+            // Mooncake: hash id h names tokens [512h', 512(h'+1)) and the whole prefix before them.
+            let hashes = trace.rows[r.trace_row as usize].hashes(trace);
+            let start = j as u64 * bs as u64;
+            let h = (start / HASH_BLOCK) as usize;
+            if ((j + 1) as u64 * bs as u64).div_ceil(HASH_BLOCK) as usize <= hashes.len().min(h + 1) {
+                return (prefix::block_id(0, hashes[h] as u64, (start % HASH_BLOCK / bs as u64) as u32), true);
+            }
+        }
         match self.groups.get(r.class as usize) {
-            Some(&(g, tokens)) if g != u32::MAX && (j + 1) * bs <= tokens => prefix::block_id(1, g as u64, j),
-            _ if r.session != u32::MAX => prefix::block_id(2, r.session as u64, j),
-            _ => prefix::block_id(3, req as u64, j),
+            Some(&(g, tokens)) if g != u32::MAX && (j + 1) * bs <= tokens => (prefix::block_id(1, g as u64, j), true),
+            _ if r.session != u32::MAX => (prefix::block_id(2, r.session as u64, j), true),
+            _ => (prefix::block_id(3, req as u64, j), false),
         }
     }
 
@@ -931,9 +975,12 @@ impl<C: StepCostModel> Replica<C> {
                 // Whole prompts only without chunking (Orca): a prompt joins a step
                 // only if it fits the budget left by the decodes.
                 let whole = !self.p.chunked_prefill;
-                let preempted = self.reserve_decode_blocks(now, sinks);
-                self.step_decodes = self.n_dec > 0;
-                let mut budget = self.p.max_num_batched_tokens.saturating_sub(self.n_dec);
+                // Prefill first: a step that has prompt work runs only prompt work.
+                let prefill_only = self.p.prefill_first && (!self.prefilling.is_empty() || !self.waiting.is_empty());
+                let preempted = !prefill_only && self.reserve_decode_blocks(now, sinks);
+                self.step_decodes = !prefill_only && self.n_dec > 0;
+                let mut budget =
+                    self.p.max_num_batched_tokens.saturating_sub(if self.step_decodes { self.n_dec } else { 0 });
                 let mut k = 0;
                 while k < self.prefilling.len() && budget > 0 {
                     let i = self.prefilling[k];
@@ -967,6 +1014,11 @@ impl<C: StepCostModel> Replica<C> {
                     {
                         budget -= self.chunks.last().map_or(0, |c| c.1);
                     }
+                }
+                if prefill_only && self.chunks.is_empty() {
+                    // No prompt work fits after all: decode instead.
+                    self.reserve_decode_blocks(now, sinks);
+                    self.step_decodes = self.n_dec > 0;
                 }
             } else {
                 let mut budget = self.p.max_num_batched_tokens;

@@ -92,6 +92,9 @@ pub struct RequestRecord {
     pub class: u16,
     /// Its prompt (or output) was shortened to fit the context window.
     pub clipped: bool,
+    /// Row of the replayed trace it came from (`u32::MAX`: not from a trace);
+    /// gives the prefix-block hashes of Mooncake traces.
+    pub trace_row: u32,
     /// Terminal state.
     pub status: Status,
 }
@@ -114,6 +117,7 @@ impl RequestRecord {
             prefix: 0,
             class: 0,
             clipped: false,
+            trace_row: u32::MAX,
             status: Status::InFlight,
         }
     }

@@ -113,6 +113,7 @@ impl RunData {
                 prefix: f.get(22).and_then(|x| x.parse().ok()).unwrap_or(0),
                 class: f.get(20).and_then(|n| class_names.iter().position(|c| c == n)).unwrap_or(0) as u16,
                 clipped: f.get(23) == Some(&"1"),
+                trace_row: u32::MAX,
                 status,
             });
         }

@@ -37,6 +37,8 @@ pub struct RequestSpec {
     /// Leading prompt tokens shared with an earlier request (session
     /// context or the class's system prompt).
     pub prefix: u32,
+    /// Row of the replayed trace (`u32::MAX`: not from a trace).
+    pub trace_row: u32,
 }
 
 /// No session.
@@ -340,7 +342,15 @@ impl Source {
         conv.context = prompt.saturating_add(output);
         self.slots[slot as usize] = conv;
         self.in_flight.insert(self.emitted as u32, slot);
-        RequestSpec { arrival: t, prompt, output, class: conv.class, session: conv.session, prefix }
+        RequestSpec {
+            arrival: t,
+            prompt,
+            output,
+            class: conv.class,
+            session: conv.session,
+            prefix,
+            trace_row: u32::MAX,
+        }
     }
 
     /// Takes the next request.
@@ -367,7 +377,15 @@ impl Source {
                     row.session.wrapping_add((self.trace_loop as u32).wrapping_mul(tp.trace.num_sessions))
                 };
                 self.advance_trace();
-                RequestSpec { arrival: t, prompt: row.prompt, output: row.output, class, session, prefix: 0 }
+                RequestSpec {
+                    arrival: t,
+                    prompt: row.prompt,
+                    output: row.output,
+                    class,
+                    session,
+                    prefix: 0,
+                    trace_row: i as u32,
+                }
             }
             From::Stream(k) => {
                 let s = &mut self.streams[k];
@@ -381,7 +399,7 @@ impl Source {
                 } else {
                     let class = fixed.unwrap_or_else(|| self.pick_class());
                     let (prompt, output, prefix) = self.lengths(class);
-                    RequestSpec { arrival: t, prompt, output, class, session: NO_SESSION, prefix }
+                    RequestSpec { arrival: t, prompt, output, class, session: NO_SESSION, prefix, trace_row: u32::MAX }
                 }
             }
         };
