@@ -6,9 +6,13 @@ use servesim::{Catalog, cli::write_run};
 use std::path::Path;
 
 fn files_with_threads(threads: usize, sets: &[&str]) -> (Vec<u8>, Vec<u8>) {
+    scenario_files("quickstart", threads, sets)
+}
+
+fn scenario_files(name: &str, threads: usize, sets: &[&str]) -> (Vec<u8>, Vec<u8>) {
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    let loaded =
-        load_scenario(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/quickstart.toml")), &sets).unwrap();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(format!("{name}.toml"));
+    let loaded = load_scenario(&path, &sets).unwrap();
     let setup = servesim::resolve(&loaded.scenario, &Catalog::builtin().unwrap()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
@@ -36,4 +40,17 @@ fn different_seeds_differ() {
     let a = files_with_threads(2, &["num_requests=200", "seed=1"]);
     let b = files_with_threads(2, &["num_requests=200", "seed=2"]);
     assert_ne!(a.1, b.1);
+}
+
+#[test]
+fn pools_speculation_swap_and_prefix_routing_are_deterministic() {
+    for (name, sets) in [
+        ("what-if-disaggregation", vec!["duration_s=60"]),
+        ("what-if-speculative", vec!["duration_s=60", "workload.rate=4"]),
+        ("what-if-prefix-cache", vec!["duration_s=200", "engine.preemption=\"swap\"", "engine.num_gpu_blocks=3000"]),
+    ] {
+        let a = scenario_files(name, 1, &sets);
+        let b = scenario_files(name, 2, &sets);
+        assert!(a == b, "{name}: outputs differ between runs and thread counts");
+    }
 }

@@ -210,3 +210,25 @@ fn classes_summary_matches_schema() {
     assert!(json["workload"]["offered_rate"].as_f64().is_some());
     assert!(json["kv_cache"]["prefix_hit_rate"].as_f64().is_some());
 }
+
+/// Pools with disaggregation, speculative decoding and swap preemption
+/// validate against the schema.
+#[test]
+fn pools_speculation_and_swap_summaries_match_schema() {
+    let dis = summary_json(
+        include_str!("../scenarios/what-if-disaggregation.toml"),
+        "what-if-disaggregation.toml",
+        &["duration_s=60"],
+    );
+    assert_valid(&dis, "disaggregation");
+    assert_eq!(dis["pools"].as_array().map(Vec::len), Some(2));
+    assert!(dis["disaggregation"]["mean_transfer_ms"].as_f64().is_some());
+    let spec = summary_json(
+        include_str!("../scenarios/what-if-speculative.toml"),
+        "what-if-speculative.toml",
+        &["duration_s=60", "engine.preemption=\"swap\"", "engine.num_gpu_blocks=2000", "workload.rate=6"],
+    );
+    assert_valid(&spec, "speculative decoding with swap");
+    assert!(spec["speculative"]["tokens_per_step"].as_f64().is_some_and(|x| x > 1.5));
+    assert!(spec["utilisation"]["swapped_out"].as_u64().is_some_and(|x| x > 0), "{}", spec["utilisation"]);
+}

@@ -108,12 +108,19 @@ fn helps_small_batches_and_hurts_large_ones() {
 fn speculative_sequences_keep_the_engine_invariants_under_preemption() {
     // A small cache forces preemptions of speculative sequences, whose
     // accepted tokens are recounted from their draws.
-    let s =
-        setup(&scenario(6.0, "method = \"mtp\"\nnum_tokens = 4\nacceptance = 0.8"), &["engine.num_gpu_blocks=1200"]);
-    let out = servesim::sim::simulate_checked(&s, 9);
-    let pre: u64 = out.replicas.iter().map(|r| r.preemptions).sum();
-    assert!(pre > 0, "no preemptions with a small cache");
-    let done: Vec<_> = out.records.iter().filter(|r| r.status == Status::Completed).collect();
-    assert_eq!(done.len(), out.records.len(), "every request completes");
-    assert!(done.iter().all(|r| r.generated == r.output));
+    // With swap, they resume with their KV and fresh draws.
+    for mode in ["recompute", "swap"] {
+        let s = setup(
+            &scenario(6.0, "method = \"mtp\"\nnum_tokens = 4\nacceptance = 0.8"),
+            &["engine.num_gpu_blocks=1200", &format!("engine.preemption=\"{mode}\"")],
+        );
+        let out = servesim::sim::simulate_checked(&s, 9);
+        let pre: u64 = out.replicas.iter().map(|r| r.preemptions).sum();
+        assert!(pre > 0, "{mode}: no preemptions with a small cache");
+        let swapped: u64 = out.replicas.iter().map(|r| r.swaps_out).sum();
+        assert_eq!(swapped > 0, mode == "swap");
+        let done: Vec<_> = out.records.iter().filter(|r| r.status == Status::Completed).collect();
+        assert_eq!(done.len(), out.records.len(), "every request completes");
+        assert!(done.iter().all(|r| r.generated == r.output));
+    }
 }

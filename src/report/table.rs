@@ -198,61 +198,47 @@ pub fn format_summary(s: &Summary) -> String {
     o
 }
 
-/// The resolved configuration and memory plan, for `servesim check`.
-pub fn format_check(setup: &Setup) -> String {
-    let mut o = String::new();
-    let m = &setup.memory;
-    let s = &setup.scenario;
-    let _ = writeln!(o, "scenario \"{}\" is valid", s.name);
-    let _ = writeln!(
-        o,
-        "model: {} ({:.2} B parameters, {}) from {}",
-        setup.llm.name,
-        m.params / 1e9,
-        s.model.dtype.as_str(),
-        setup.llm_origin
-    );
+/// The layout and memory plan of one pool (for `check`).
+fn format_pool(o: &mut String, setup: &Setup, p: &crate::Pool) {
+    let m = &p.memory;
+    let e = &p.engine_config;
+    let g = &p.gpu;
     let _ = writeln!(
         o,
         "gpu:   {} ({} GB, {} GB/s, {} BF16 TFLOP/s) from {}",
-        setup.gpu.name, setup.gpu.memory_gb, setup.gpu.memory_bandwidth_gbps, setup.gpu.bf16_tflops, setup.gpu_origin
+        g.name, g.memory_gb, g.memory_bandwidth_gbps, g.bf16_tflops, p.gpu_origin
     );
     let _ = writeln!(
         o,
-        "layout: {} replica(s) × (tp {} × pp {}) = {} GPU(s), router {:?}",
-        s.hardware.replicas,
-        s.hardware.tp,
-        s.hardware.pp,
-        s.hardware.num_gpus(),
-        s.hardware.router
+        "layout: {} replica(s) × (tp {} × pp {}) = {} GPU(s)",
+        p.replicas,
+        p.layout.tp,
+        p.layout.pp,
+        p.replicas * p.layout.gpus()
     );
     let _ = writeln!(
         o,
         "        {} GPU(s) per replica, {} layer(s) per stage, {} micro-batch(es) per step, expert parallelism {}",
         m.gpus_per_replica,
         m.layers_per_stage,
-        s.hardware.micro_batches(),
+        p.layout.micro_batches,
         if m.expert_parallel { format!("on ({} whole expert(s) per GPU)", m.experts_per_gpu) } else { "off".into() }
     );
-    rule(&mut o, "Memory plan per GPU");
-    row(&mut o, "GPU memory (GiB)", num(m.gpu_memory_gib, 2));
+    if let Some(d) = &p.draft {
+        let _ =
+            writeln!(o, "        speculative decoding with {} (its weights and KV come out of the KV cache)", d.name);
+    }
+    rule(o, "Memory plan per GPU");
+    row(o, "GPU memory (GiB)", num(m.gpu_memory_gib, 2));
+    row(o, &format!("Usable at utilisation {} (GiB)", e.gpu_memory_utilization), num(m.usable_gib_per_gpu, 2));
+    row(o, "Weights (GiB)", format!("{} (of {} total)", num(m.weights_gib_per_gpu, 2), num(m.weights_gib_total, 2)));
+    row(o, "Activations, profiled (GiB)", num(m.activation_gib_per_gpu, 2));
+    row(o, "Reserve (GiB)", num(m.reserve_gib_per_gpu, 2));
+    row(o, "KV cache (GiB)", num(m.kv_gib_per_gpu, 2));
+    rule(o, "KV cache per replica");
+    row(o, "KV bytes per token per GPU", num(m.kv_bytes_per_token_per_gpu, 0));
     row(
-        &mut o,
-        &format!("Usable at utilisation {} (GiB)", s.engine.gpu_memory_utilization),
-        num(m.usable_gib_per_gpu, 2),
-    );
-    row(
-        &mut o,
-        "Weights (GiB)",
-        format!("{} (of {} total)", num(m.weights_gib_per_gpu, 2), num(m.weights_gib_total, 2)),
-    );
-    row(&mut o, "Activations, profiled (GiB)", num(m.activation_gib_per_gpu, 2));
-    row(&mut o, "Reserve (GiB)", num(m.reserve_gib_per_gpu, 2));
-    row(&mut o, "KV cache (GiB)", num(m.kv_gib_per_gpu, 2));
-    rule(&mut o, "KV cache per replica");
-    row(&mut o, "KV bytes per token per GPU", num(m.kv_bytes_per_token_per_gpu, 0));
-    row(
-        &mut o,
+        o,
         "Blocks × block size",
         format!(
             "{} × {}{}",
@@ -261,17 +247,39 @@ pub fn format_check(setup: &Setup) -> String {
             if m.blocks_overridden { " (fixed by engine.num_gpu_blocks)" } else { "" }
         ),
     );
-    row(&mut o, "KV capacity (tokens)", m.kv_capacity_tokens);
-    row(&mut o, "max_model_len (tokens)", m.max_model_len);
-    row(&mut o, "Max concurrent seqs at max_model_len", m.max_seqs_at_max_len);
+    row(o, "KV capacity (tokens)", m.kv_capacity_tokens);
+    row(o, "max_model_len (tokens)", m.max_model_len);
+    row(o, "Max concurrent seqs at max_model_len", m.max_seqs_at_max_len);
     let (mp, mo) = setup.workload.mean_lengths();
     let mean_len = mp + mo;
     row(
-        &mut o,
+        o,
         &format!("Concurrent seqs at mean length ({mean_len:.0})"),
         format!("{:.0}", m.kv_capacity_tokens as f64 / mean_len),
     );
-    row(&mut o, "Max concurrent seqs (max_num_seqs)", s.engine.max_num_seqs);
+    row(o, "Max concurrent seqs (max_num_seqs)", e.max_num_seqs);
+}
+
+/// The resolved configuration and memory plan, for `servesim check`.
+pub fn format_check(setup: &Setup) -> String {
+    let mut o = String::new();
+    let s = &setup.scenario;
+    let _ = writeln!(o, "scenario \"{}\" is valid", s.name);
+    let _ = writeln!(
+        o,
+        "model: {} ({:.2} B parameters, {}) from {}",
+        setup.llm.name,
+        setup.memory.params / 1e9,
+        s.model.dtype.as_str(),
+        setup.llm_origin
+    );
+    for p in &setup.pools {
+        if setup.pools.len() > 1 || !s.pools.is_empty() {
+            let _ = writeln!(o, "pool \"{}\" ({}):", p.name, p.role.as_str());
+        }
+        format_pool(&mut o, setup, p);
+    }
+    let _ = writeln!(o, "router: {}", s.hardware.router.as_str());
     let _ = writeln!(o, "{}", "-".repeat(W));
     let _ = writeln!(o, "resolved configuration:");
     let _ = write!(o, "{}", toml::to_string_pretty(s).unwrap_or_default());
