@@ -804,35 +804,9 @@ impl<C: StepCostModel> Replica<C> {
                 self.host_used -= host;
                 self.swap_step += need;
             }
-            if r.class as usize >= self.n_dec_class.len() {
-                self.n_dec_class.resize(r.class as usize + 1, 0);
-            }
-            let seq = Seq {
-                req,
-                output: r.output,
-                generated: r.generated,
-                target,
-                computed: target,
-                blocks: need as u32,
-                d0: 0,
-                kv0: 0,
-                version: 0,
-                prev: NIL,
-                next: NIL,
-                phase: Phase::Prefill,
-                measured: r.arrival >= sinks.warmup,
-                class: r.class,
-                shared: 0,
-                last_token: r.last_token,
-                units: 0,
-                extra: 0,
-                extra_held: false,
-                salt: r.preemptions,
-            };
-            let i = self.alloc_slot(seq);
-            self.link_tail(i);
-            self.step_batch.new_requests += 1;
-            self.join_decode(i, seq.last_token);
+            let last = r.last_token;
+            let i = self.start_seq(req, r, sinks.warmup, target, target, need as u32, 0, last);
+            self.join_decode(i, last);
         }
     }
 
@@ -898,37 +872,57 @@ impl<C: StepCostModel> Replica<C> {
         if r.first_scheduled.is_nan() {
             r.first_scheduled = now;
         }
+        let last = if r.last_token.is_nan() { r.first_token } else { r.last_token };
+        let i = self.start_seq(req, r, sinks.warmup, target, skip, (need + hits as u64) as u32, hits, last);
+        self.prefilling.push(i);
+        self.push_chunk(i, chunk);
+        true
+    }
+
+    /// Puts admitted request `req` in a new running slot: `target` tokens to
+    /// have in the KV cache, `computed` of them already there, holding
+    /// `blocks` blocks of which `shared` come from the prefix cache; its
+    /// latest token came out at `last_token`. Returns the slot.
+    #[allow(clippy::too_many_arguments)]
+    fn start_seq(
+        &mut self,
+        req: u32,
+        r: &RequestRecord,
+        warmup: f64,
+        target: u32,
+        computed: u32,
+        blocks: u32,
+        shared: u32,
+        last_token: f64,
+    ) -> u32 {
         if r.class as usize >= self.n_dec_class.len() {
             self.n_dec_class.resize(r.class as usize + 1, 0);
         }
-        let seq = Seq {
+        let i = self.alloc_slot(Seq {
             req,
             output: r.output,
             generated: r.generated,
             target,
-            computed: skip,
-            blocks: (need + hits as u64) as u32,
+            computed,
+            blocks,
             d0: 0,
             kv0: 0,
             version: 0,
             prev: NIL,
             next: NIL,
             phase: Phase::Prefill,
-            measured: r.arrival >= sinks.warmup,
+            measured: r.arrival >= warmup,
             class: r.class,
-            shared: hits,
-            last_token: if r.last_token.is_nan() { r.first_token } else { r.last_token },
+            shared,
+            last_token,
             units: 0,
             extra: 0,
             extra_held: false,
             salt: r.preemptions,
-        };
-        let i = self.alloc_slot(seq);
+        });
         self.link_tail(i);
-        self.prefilling.push(i);
-        self.push_chunk(i, chunk);
         self.step_batch.new_requests += 1;
-        true
+        i
     }
 
     fn push_chunk(&mut self, i: u32, c: u32) {
