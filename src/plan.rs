@@ -360,6 +360,12 @@ fn axes(s: &Scenario) -> Vec<(String, Vec<toml::Value>)> {
 /// target load within the SLOs.
 pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
     let s = &loaded.scenario;
+    if !s.pools.is_empty() {
+        return Err(ConfigError::new("plan sizes hardware.gpu, tp and replicas; this scenario sets [[pools]] instead")
+            .key("pools")
+            .hint("compare pool sizes with `servesim sweep --grid pools[0].replicas=1,2,4`, or plan without [[pools]]")
+            .into());
+    }
     let slo = slo_of(s)?;
     let pc = s.plan.clone().unwrap_or_default();
     let knob = load_knob(loaded, catalog)?;
