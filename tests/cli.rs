@@ -240,3 +240,24 @@ fn shipped_scenarios_all_check() {
         }
     }
 }
+
+#[test]
+fn check_prints_each_pool_and_plan_refuses_pools() {
+    let o = servesim(&["check", "scenarios/what-if-disaggregation.toml"]);
+    let (so, se) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{se}");
+    for k in ["pool \"prefill\" (prefill):", "pool \"decode\" (decode):", "router: least-tokens"] {
+        assert!(so.contains(k), "check output lacks {k}:\n{so}");
+    }
+    assert_eq!(so.matches("KV capacity (tokens)").count(), 2);
+    let o = servesim(&["plan", "scenarios/what-if-disaggregation.toml"]);
+    let (_, se) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{se}");
+    assert!(se.contains("[[pools]]") && se.contains("pools[0].replicas"), "{se}");
+    // A bad pool key exits 2 naming it.
+    let bad = include_str!("../scenarios/what-if-disaggregation.toml")
+        .replace("replicas = 2\n\n[[pools]]", "replicas = 2\nengine = { max_num_seqz = 8 }\n\n[[pools]]");
+    let (code, _, se) = on_scenario(&bad, &[]);
+    assert_eq!(code, 2, "{se}");
+    assert!(se.contains("pools[0].engine") && se.contains("max_num_seqz"), "{se}");
+}
