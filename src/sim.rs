@@ -552,13 +552,15 @@ pub fn simulate_with<C: StepCostModel>(
                         // Room freed for a held request: stop stepping inline to dispatch it now.
                         horizon = horizon.min(t);
                     }
-                    for id in handoffs.drain(..) {
-                        // The prompt's KV cache crosses the link to a decode replica.
-                        let rec = &records[id as usize];
-                        let bytes = kv_bytes_per_token * (rec.prompt + rec.generated - 1) as f64;
-                        let at = t + bytes / (link.kv_transfer_gbps * 1e9) + link.kv_transfer_latency_ms * 1e-3;
-                        heap.push(Event { t: at, kind: Kind::Transfer, key: id });
-                        horizon = horizon.min(at);
+                    if !handoffs.is_empty() {
+                        for id in handoffs.drain(..) {
+                            // The prompt's KV cache crosses the link to a decode replica.
+                            let rec = &records[id as usize];
+                            let bytes = kv_bytes_per_token * (rec.prompt + rec.generated - 1) as f64;
+                            let at = t + bytes / (link.kv_transfer_gbps * 1e9) + link.kv_transfer_latency_ms * 1e-3;
+                            heap.push(Event { t: at, kind: Kind::Transfer, key: id });
+                            horizon = horizon.min(at);
+                        }
                     }
                     if notify && !done.is_empty() {
                         // Closed-loop users and sessions send their next request.

@@ -106,6 +106,10 @@ pub struct Roofline {
     stage_layers: f64,
     /// Pipeline stages.
     pp: f64,
+    /// 1 / pp.
+    inv_pp: f64,
+    /// pp = 1 and one micro-batch per step.
+    single_stage: bool,
     /// Micro-batches per step (at most the step's token count).
     micro_batches: f64,
     peak_flops: f64,
@@ -218,6 +222,8 @@ impl Roofline {
             layers: llm.num_layers as f64,
             stage_layers: layout.layers_per_stage(llm.num_layers) as f64,
             pp: layout.pp.max(1) as f64,
+            inv_pp: 1.0 / layout.pp.max(1) as f64,
+            single_stage: layout.pp <= 1 && layout.micro_batches <= 1,
             micro_batches: layout.micro_batches.max(1) as f64,
             peak_flops,
             peak_bw,
@@ -314,8 +320,12 @@ impl StepCostModel for Roofline {
     fn step(&mut self, b: &StepBatch) -> StepCost {
         let t = b.tokens() as f64;
         // Micro-batches: at most one per token; each gets 1/m of every aggregate.
-        let m = if t > 0.0 { self.micro_batches.min(t) } else { 1.0 };
-        let inv_m = 1.0 / m;
+        // (No division on the common single-micro-batch path: it runs every step.)
+        let (m, inv_m) = if self.micro_batches == 1.0 || t <= 1.0 {
+            (1.0, 1.0)
+        } else {
+            (self.micro_batches.min(t), 1.0 / self.micro_batches.min(t))
+        };
         let tm = t * inv_m;
         let (mut lt, flops, bytes) = self.token_part(tm);
         let mut layer = StepCost { time: 0.0, flops, bytes };
@@ -341,7 +351,19 @@ impl StepCostModel for Roofline {
         }
         // FLOPs and bytes: every layer runs every micro-batch once, spread over
         // the pp stages (StepCost is per GPU: the mean over the replica's GPUs).
-        let per_gpu = m / self.pp;
+        if self.single_stage {
+            // One stage, one micro-batch: the layers run once, in sequence (the hot path).
+            let mut cost = StepCost { time: 0.0, flops: layer.flops * self.layers, bytes: layer.bytes * self.layers };
+            let mut time = lt * self.layers;
+            if b.logits > 0 {
+                let r = b.logits as f64;
+                time +=
+                    self.op(r * self.lm_flops_per_row, self.lm_weight_bytes + r * self.lm_out_bytes_per_row, &mut cost);
+            }
+            cost.time = time + self.step_overhead + self.per_request_overhead * b.new_requests as f64;
+            return cost;
+        }
+        let per_gpu = m * self.inv_pp;
         let mut cost = StepCost {
             time: 0.0,
             flops: layer.flops * self.layers * per_gpu,
@@ -354,13 +376,12 @@ impl StepCostModel for Roofline {
             // The LM head runs on the last stage for the micro-batches that
             // sample (at most one per row), lengthening the tail of the pipeline.
             let r = b.logits as f64;
-            let slots = m.min(r);
-            let rs = r / slots;
+            let (slots, rs) = if m == 1.0 { (1.0, r) } else { (m.min(r), r / m.min(r)) };
             let mut lm = StepCost::default();
             time += slots
                 * self.op(rs * self.lm_flops_per_row, self.lm_weight_bytes + rs * self.lm_out_bytes_per_row, &mut lm);
-            cost.flops += lm.flops * slots / self.pp;
-            cost.bytes += lm.bytes * slots / self.pp;
+            cost.flops += lm.flops * slots * self.inv_pp;
+            cost.bytes += lm.bytes * slots * self.inv_pp;
         }
         cost.time = time + self.step_overhead + self.per_request_overhead * b.new_requests as f64;
         cost
