@@ -37,10 +37,6 @@ pub struct SimOutput {
     pub run_end: f64,
     /// ∫ requests in the system dt over [0, run_end] (Little's law).
     pub in_system_area: f64,
-    /// Peak FLOP/s of one GPU (for MFU).
-    pub peak_flops: f64,
-    /// Peak bandwidth of one GPU, bytes/s (for MBU).
-    pub peak_bandwidth: f64,
     /// Events processed (steps + arrivals + admissions + wake-ups).
     pub events: u64,
     /// The cluster's state sampled at regular simulated times.
@@ -304,8 +300,6 @@ pub fn simulate_with<C: StepCostModel>(
         r.set_trace_hashes(setup.workload.trace.as_ref().map(|t| t.trace.clone()));
         r.set_speculative(alpha[r.stats.pool as usize].clone(), stream_seed(seed, 400));
     }
-    let peak_flops = replicas[0].cost_model().peak_flops();
-    let peak_bandwidth = replicas[0].cost_model().peak_bandwidth();
     let mut router =
         Router::new(s.hardware.router, n_entry, stream_seed(seed, 300)).with_prefix_cap(s.hardware.prefix_load_cap);
     let mut prefix_ids: Vec<u64> = Vec::new();
@@ -628,8 +622,6 @@ pub fn simulate_with<C: StepCostModel>(
         end_time: if last_step_end.is_nan() { now } else { last_step_end },
         run_end: now,
         in_system_area: area,
-        peak_flops,
-        peak_bandwidth,
         events,
         timeseries: sampler.samples,
         trace,

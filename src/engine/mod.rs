@@ -817,7 +817,7 @@ impl<C: StepCostModel> Replica<C> {
         let Some(req) = self.waiting.front(|r| matches!(records[r as usize].status, Status::Rejected(_))) else {
             return false;
         };
-        if self.ready.contains_key(&req) {
+        if !self.ready.is_empty() && self.ready.contains_key(&req) {
             // Its KV is on its way in (or on the host): admitted by `admit_ready` when it fits.
             return false;
         }

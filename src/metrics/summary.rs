@@ -669,11 +669,14 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
     let sum = |f: &dyn Fn(&crate::engine::ReplicaStats) -> f64| stats.iter().map(f).sum::<f64>();
     let busy = sum(&|r| r.busy);
     let per_busy = |x: f64| if busy > 0.0 { x / busy } else { 0.0 };
-    // Peak rates and KV blocks summed over the replicas (pool by pool).
-    let capacity =
-        |f: &dyn Fn(&crate::Pool) -> f64| setup.pools.iter().map(|p| duration * p.replicas as f64 * f(p)).sum::<f64>();
-    let peak = |p: &crate::Pool, flops: bool| {
-        let first = stats.iter().find(|r| setup.pools[r.pool as usize].name == p.name);
+    // Peak rates and KV blocks over the window, summed pool by pool (every
+    // replica of a pool has the same; one product per pool keeps a single
+    // pool's figures exact).
+    let capacity = |f: &dyn Fn(usize) -> f64| {
+        setup.pools.iter().enumerate().map(|(i, p)| duration * p.replicas as f64 * f(i)).sum::<f64>()
+    };
+    let peak = |i: usize, flops: bool| {
+        let first = stats.iter().find(|r| r.pool as usize == i);
         first.map_or(f64::NAN, |r| if flops { r.peak_flops } else { r.peak_bandwidth })
     };
     let pools = pool_summaries(setup, stats, duration);
@@ -683,8 +686,8 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
         mean_tokens_per_step: per_busy(sum(&|r| r.token_area)),
         mean_running: sum(&|r| r.running_area) / (duration * n_rep),
         mean_waiting: sum(&|r| r.waiting_area) / (duration * n_rep),
-        mfu: sum(&|r| r.flops) / capacity(&|p| peak(p, true)),
-        mbu: sum(&|r| r.bytes) / capacity(&|p| peak(p, false)),
+        mfu: sum(&|r| r.flops) / capacity(&|i| peak(i, true)),
+        mbu: sum(&|r| r.bytes) / capacity(&|i| peak(i, false)),
         steps: stats.iter().map(|r| r.steps).sum(),
         preemptions: stats.iter().map(|r| r.preemptions).sum(),
         recomputed_tokens: stats.iter().map(|r| r.recomputed_tokens).sum(),
@@ -697,7 +700,7 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
         blocks_per_replica: setup.memory.num_blocks,
         block_size: setup.memory.block_size,
         capacity_tokens_per_replica: setup.memory.kv_capacity_tokens,
-        mean_occupancy: sum(&|r| r.kv_area) / capacity(&|p| p.memory.num_blocks as f64),
+        mean_occupancy: sum(&|r| r.kv_area) / capacity(&|i| setup.pools[i].memory.num_blocks as f64),
         peak_occupancy: stats.iter().map(|r| r.peak_kv_blocks as f64 / r.num_blocks as f64).fold(0.0, f64::max),
         prefix_caching: s.engine.prefix_caching,
         prefix_hit_rate: s.engine.prefix_caching.then(|| {
