@@ -5,9 +5,9 @@ use std::{env, fs, path::Path};
 fn main() {
     let root = env::var("CARGO_MANIFEST_DIR").unwrap();
     let mut out = String::from(
-        "/// (kind, stem, TOML text) of every shipped model and GPU file.\npub static BUILTIN: &[(&str, &str, &str)] = &[\n",
+        "/// (kind, stem, TOML text) of every shipped model, GPU and engine file.\npub static BUILTIN: &[(&str, &str, &str)] = &[\n",
     );
-    for kind in ["llm", "gpu"] {
+    for kind in ["llm", "gpu", "engine"] {
         let dir = Path::new(&root).join("models").join(kind);
         println!("cargo:rerun-if-changed={}", dir.display());
         let mut files: Vec<_> =

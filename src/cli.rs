@@ -39,6 +39,25 @@ enum Command {
     Plot(PlotArgs),
     /// Measure simulator speed and memory (see README, "Speed").
     Bench(crate::bench::BenchArgs),
+    /// Compare servesim's predictions with every reference data set shipped in validation/.
+    Validate(ValidateArgs),
+}
+
+#[derive(Debug, Args)]
+struct ValidateArgs {
+    /// Run only these data sets (repeatable): kernels-gemm, kernels-attention, kernels-allreduce,
+    /// kernels-held-out-gpu, vidur-ops, memory-logs, splitwise, sarathi, trtllm-offline, gpustack-serve.
+    #[arg(long = "only", value_name = "DATASET")]
+    only: Vec<String>,
+    /// Also print every row (measured, predicted, error) of the data sets run.
+    #[arg(long)]
+    rows: bool,
+    /// Write validation.json (every data set with its rows and statistics) into this folder.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Folder with llm/, gpu/ and engine/ TOML files read on top of the built-in catalogue.
+    #[arg(long, value_name = "DIR")]
+    models: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -218,6 +237,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Bench(a) => crate::bench::main(a),
+        Command::Validate(a) => cmd_validate(a),
         Command::Sweep(a) => cmd_sweep(a),
         Command::Merge(a) => {
             let points = crate::sweep::merge(&a.dirs, &a.out, a.partial)?;
@@ -447,6 +467,24 @@ fn cmd_sweep(a: SweepArgs) -> Result<()> {
         println!("results: {}", dir.display());
     }
     finish_report(&dir, a.report, a.quiet)
+}
+
+fn cmd_validate(a: ValidateArgs) -> Result<()> {
+    let catalog = Catalog::with_dir(a.models.as_deref())?;
+    let sets = crate::validate::run(&catalog, &a.only)?;
+    if a.rows {
+        for d in &sets {
+            print!("{}", crate::validate::format_rows(d));
+        }
+    }
+    print!("{}", crate::validate::format_summary(&sets));
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join("validation.json");
+        write_json(&path, &sets)?;
+        println!("results: {}", path.display());
+    }
+    Ok(())
 }
 
 fn cmd_plot(dir: &Path) -> Result<()> {

@@ -44,6 +44,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod bench;
+pub mod calibrate;
 pub mod catalog;
 pub mod cli;
 pub mod cluster;
@@ -58,6 +59,7 @@ pub mod plot;
 pub mod report;
 pub mod sim;
 pub mod sweep;
+pub mod validate;
 pub mod workload;
 
 pub use catalog::Catalog;
@@ -133,6 +135,10 @@ pub struct Pool {
     pub engine: EngineParams,
     /// The pool's engine settings (the scenario's `[engine]` with the pool's overrides).
     pub engine_config: config::EngineConfig,
+    /// The pool's step-cost settings (the scenario's `[cost]` with the pool's overrides).
+    pub cost: config::CostConfig,
+    /// The KV-cache format in effect in the pool.
+    pub kv_dtype: config::KvDtype,
     /// USD per GPU-hour in effect.
     pub price_per_gpu_hour: f64,
     /// Speculative decoding: the draft model (for `mtp`, a one-layer head of the target).
@@ -151,7 +157,17 @@ pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
     } else {
         for (i, p) in s.pools.iter().enumerate().filter(|(_, p)| p.replicas > 0) {
             let prefix = format!("pools[{i}].");
-            let engine = pool_engine(&s.engine, &p.engine, &format!("{prefix}engine"))?;
+            let gpu = catalog.gpu(&p.gpu).map(|e| e.spec.clone());
+            let max_model_len = p
+                .engine
+                .get("max_model_len")
+                .and_then(|v| v.as_integer())
+                .map(|v| v as u32)
+                .or(s.engine.max_model_len)
+                .or(Some(llm.max_context));
+            let ctx =
+                catalog::engine::Context { gpu: gpu.as_ref(), tp: p.tp, dtype: s.model.dtype.as_str(), max_model_len };
+            let (engine, cost) = pool_engine(s, p, &ctx, catalog, &prefix)?;
             let hardware = config::HardwareConfig {
                 gpu: p.gpu.clone(),
                 gpu_spec: None,
@@ -160,7 +176,7 @@ pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
                 price_per_gpu_hour: p.price_per_gpu_hour,
                 ..s.hardware.clone()
             };
-            let ps = Scenario { hardware, engine, pools: Vec::new(), disaggregation: None, ..s.clone() };
+            let ps = Scenario { hardware, engine, cost, pools: Vec::new(), disaggregation: None, ..s.clone() };
             if let Err((key, msg, hint)) = ps.validate() {
                 return Err(ConfigError::new(msg).key(format!("{prefix}{key}")).hint(hint));
             }
@@ -191,26 +207,38 @@ pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
     })
 }
 
-/// A pool's engine settings: the scenario's `[engine]`, then the pool's
-/// preset, then the keys the pool sets.
+/// A pool's engine and cost settings: the scenario's `[engine]` and
+/// `[cost]`, then the pool's preset (its keys replace the scenario's), then
+/// the keys the pool sets in its `engine` and `cost` tables.
 fn pool_engine(
-    base: &config::EngineConfig,
-    over: &toml::Table,
-    key: &str,
-) -> Result<config::EngineConfig, ConfigError> {
+    s: &Scenario,
+    p: &config::PoolConfig,
+    ctx: &catalog::engine::Context,
+    catalog: &Catalog,
+    prefix: &str,
+) -> Result<(config::EngineConfig, config::CostConfig), ConfigError> {
     use serde::Deserialize;
-    let mut t = toml::Table::try_from(base).map_err(|e| ConfigError::new(e.to_string()).key(key))?;
-    let mut wrap = toml::Table::new();
-    wrap.insert("engine".into(), toml::Value::Table(over.clone()));
-    config::apply_preset(&mut wrap);
-    if let Some(toml::Value::Table(over)) = wrap.remove("engine") {
-        t.extend(over);
+    let key = format!("{prefix}engine");
+    let mut engine = toml::Table::try_from(&s.engine).map_err(|e| ConfigError::new(e.to_string()).key(&key))?;
+    let mut cost = toml::Table::try_from(&s.cost).map_err(|e| ConfigError::new(e.to_string()).key(&key))?;
+    if let Some(toml::Value::String(name)) = p.engine.get("preset") {
+        let (e, c) = config::preset_keys(name, catalog, ctx).map_err(|e| e.key(format!("{key}.preset")))?;
+        engine.extend(e);
+        cost.extend(c);
     }
-    config::EngineConfig::deserialize(t).map_err(|e| {
+    engine.extend(p.engine.clone());
+    cost.extend(p.cost.clone());
+    let engine = config::EngineConfig::deserialize(engine).map_err(|e| {
         ConfigError::new(format!("{key}: {}", e.message()))
-            .key(key)
+            .key(&key)
             .hint("a pool's engine table takes the keys of [engine] (docs/scenario.md)")
-    })
+    })?;
+    let cost = config::CostConfig::deserialize(cost).map_err(|e| {
+        ConfigError::new(format!("{prefix}cost: {}", e.message()))
+            .key(format!("{prefix}cost"))
+            .hint("a pool's cost table takes the keys of [cost] (docs/scenario.md)")
+    })?;
+    Ok((engine, cost))
 }
 
 /// Resolves one pool of the scenario `s` (whose `[hardware]` and `[engine]`
@@ -231,6 +259,17 @@ fn resolve_pool(
         || unknown("gpu", &s.hardware.gpu, catalog.gpus.keys().collect(), "hardware.gpu"),
     )
     .map_err(|e| rekey(e, prefix, "hardware."))?;
+    // vLLM V0 without chunked prefill: the budget is max(max_model_len, 2048)
+    // (vllm/config.py SchedulerConfig), written as 0.
+    let auto;
+    let s = if s.engine.max_num_batched_tokens == 0 {
+        let mut c = s.clone();
+        c.engine.max_num_batched_tokens = s.engine.max_model_len.unwrap_or(llm.max_context).max(2048);
+        auto = c;
+        &auto
+    } else {
+        s
+    };
     let e = &s.engine;
     if e.max_num_batched_tokens < e.max_num_seqs {
         return Err(ConfigError::new(format!(
@@ -265,7 +304,8 @@ fn resolve_pool(
     // One KV block on one GPU (each GPU swaps its own shard over its own link).
     let block_bytes = memory.kv_bytes_per_token_per_gpu * e.block_size as f64;
     let engine = EngineParams {
-        max_num_seqs: e.max_num_seqs,
+        // SGLang caps its running requests by the KV pool (memory.max_running).
+        max_num_seqs: memory.max_running.map_or(e.max_num_seqs, |m| m.min(e.max_num_seqs)),
         max_num_batched_tokens: e.max_num_batched_tokens,
         chunked_prefill: e.chunked_prefill,
         block_size: e.block_size,
@@ -286,6 +326,14 @@ fn resolve_pool(
             config::Preemption::Recompute => 0,
         },
         swap_block_time: block_bytes / (e.swap_bandwidth_gbps * 1e9),
+        admission: e.admission,
+        victim: e.preempt_victim,
+        preempted_to_back: e.preempted_to == config::QueueEnd::Back,
+        new_token_ratio: (
+            e.new_token_ratio,
+            e.min_new_token_ratio,
+            (e.new_token_ratio - e.min_new_token_ratio) / e.new_token_ratio_decay_steps as f64,
+        ),
     };
     Ok(Pool {
         name: name.to_string(),
@@ -299,6 +347,8 @@ fn resolve_pool(
         memory,
         engine,
         engine_config: e.clone(),
+        cost: s.cost.clone(),
+        kv_dtype: s.kv_dtype(),
         draft,
     })
 }
@@ -309,7 +359,7 @@ fn reserve_draft(m: &mut MemoryPlan, d: &LlmSpec, s: &Scenario) -> Result<(), Co
     let tp = s.hardware.tp as f64;
     let weights = d.total_params() * s.model.dtype.bytes() / tp;
     let kv_heads = (d.num_kv_heads as f64 / tp).ceil();
-    let draft_tok = 2.0 * d.num_layers as f64 * kv_heads * d.head_dim as f64 * s.model.kv_dtype.bytes();
+    let draft_tok = 2.0 * d.num_layers as f64 * kv_heads * d.head_dim as f64 * s.kv_dtype().bytes();
     let budget = m.kv_gib_per_gpu * catalog::GIB - weights;
     let per_block = (m.kv_bytes_per_token_per_gpu + draft_tok) * m.block_size as f64;
     let blocks = if m.blocks_overridden { m.num_blocks } else { (budget / per_block).floor().max(0.0) as u64 };

@@ -1,7 +1,7 @@
 //! The memory plan of one replica: weights, activations, reserve, KV cache.
 
 use crate::catalog::{GIB, GpuSpec, LlmSpec};
-use crate::config::Scenario;
+use crate::config::{MemoryPlanKind, Scenario};
 use crate::cost::Layout;
 use crate::error::ConfigError;
 use serde::Serialize;
@@ -52,6 +52,20 @@ pub struct MemoryPlan {
     pub max_seqs_at_max_len: u64,
     /// True when `engine.num_gpu_blocks` fixed the block count.
     pub blocks_overridden: bool,
+    /// Whose rule computed the KV budget: `legacy`, `vllm`, `sglang` or `trtllm`.
+    pub engine_plan: String,
+    /// The KV-cache element format.
+    pub kv_dtype: String,
+    /// Device memory the budget starts from (what CUDA reports), GiB.
+    pub device_gib: f64,
+    /// The KV budget per GPU as a formula with this plan's numbers.
+    pub formula: String,
+    /// What the engine itself would log about its KV cache.
+    pub engine_log: Vec<String>,
+    /// The most sequences the engine runs at once, when the memory plan
+    /// limits it (SGLang's `max_running_requests`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_running: Option<u32>,
 }
 
 /// Activation memory a profiling pass at the step's token budget would need, bytes per GPU.
@@ -74,25 +88,81 @@ fn activation_bytes(llm: &LlmSpec, s: &Scenario) -> f64 {
 /// of its layers (and the final norm). Everything is split across the stage's
 /// `tp` GPUs except, under expert parallelism, the experts: each GPU holds
 /// ⌈num_experts / tp⌉ whole ones.
+///
+/// Quantised checkpoints (FP8, INT4) keep the embedding and the LM head in
+/// 16 bits: engines quantise the linear layers of the transformer blocks only
+/// (vLLM's `Fp8Config` and compressed-tensors, ModelOpt, AWQ).
 pub fn weight_bytes_per_gpu(llm: &LlmSpec, layout: &Layout, bytes_per_weight: f64) -> f64 {
     let tp = layout.tp.max(1) as f64;
+    // Bytes the 16-bit embedding and LM head add beyond `bytes_per_weight` each.
+    let edge_extra = |edge_params: f64| if bytes_per_weight < 2.0 { edge_params * (2.0 - bytes_per_weight) } else { 0.0 };
     if layout.pp <= 1 && !(layout.expert_parallel && llm.is_moe()) {
         // Everything on one stage, everything sliced: the whole model / tp.
-        return llm.total_params() * bytes_per_weight / tp;
+        if bytes_per_weight >= 2.0 {
+            return llm.total_params() * bytes_per_weight / tp;
+        }
+        return (llm.total_params() * bytes_per_weight + edge_extra(llm.embedding_params())) / tp;
     }
     let layers = layout.layers_per_stage(llm.num_layers) as f64;
     let h = llm.hidden_size as f64;
+    // A stage holds its share of the MoE layers (all layers of a uniform model).
+    let moe_share = if llm.is_moe() { llm.moe_layers() as f64 / llm.num_layers as f64 } else { 1.0 };
     let experts = llm.experts_stored() * llm.ffn_params_per_expert();
-    let per_layer_shared = llm.attn_params_per_layer() + llm.router_params_per_layer() + 2.0 * h;
+    let per_layer_shared = if llm.shared_experts == 0 && llm.dense_layers == 0 {
+        llm.attn_params_per_layer() + llm.router_params_per_layer() + 2.0 * h
+    } else {
+        // Per layer on average: the router and shared experts of the MoE
+        // layers, the dense FFN of the leading dense layers.
+        llm.attn_params_per_layer()
+            + 2.0 * h
+            + moe_share * (llm.router_params_per_layer() + llm.shared_experts as f64 * llm.ffn_params_per_expert())
+            + (1.0 - moe_share) * llm.dense_ffn_params()
+    };
     let edge = if layout.pp <= 1 { llm.embedding_params() } else { llm.vocab_size as f64 * h };
     let sliced = layers * per_layer_shared + edge + h;
+    let stage_moe = if llm.dense_layers > 0 { layers * moe_share } else { layers };
     let params = if layout.expert_parallel && llm.is_moe() {
-        sliced / tp + layers * layout.experts_per_gpu(llm) as f64 * llm.ffn_params_per_expert()
+        sliced / tp + stage_moe * layout.experts_per_gpu(llm) as f64 * llm.ffn_params_per_expert()
     } else {
-        (sliced + layers * experts) / tp
+        (sliced + stage_moe * experts) / tp
     };
-    params * bytes_per_weight
+    params * bytes_per_weight + edge_extra(edge) / tp
 }
+
+/// Peak activation memory per GPU of one forward pass over `t` tokens, bytes
+/// (BF16 activations): the residual stream and its normalised copy, plus the
+/// larger of the attention block's and the FFN block's live intermediates
+/// (for an MoE layer, the routed rows `t × k` through the experts' gate/up
+/// and activation, and the router logits).
+pub fn forward_activation_bytes(llm: &LlmSpec, tp: u32, t: f64) -> f64 {
+    let tp = tp.max(1) as f64;
+    let h = llm.hidden_size as f64;
+    let q = llm.num_attention_heads as f64 * llm.head_dim as f64;
+    let kv = llm.num_kv_heads as f64 * llm.head_dim as f64;
+    let stream = 2.0 * t * h * ACT_BYTES;
+    let attn = t * (2.0 * q + 2.0 * kv) / tp * ACT_BYTES;
+    let gated = llm.ffn.matrices() - 1.0;
+    let dense_ffn = t * (gated + 1.0) * llm.intermediate_size as f64 / tp * ACT_BYTES;
+    let ffn = if llm.is_moe() {
+        let rows = t * llm.experts_active();
+        let fe = llm.expert_ffn_size() as f64;
+        let moe = rows * (gated + 1.0) * fe / tp * ACT_BYTES + t * llm.num_experts as f64 * 4.0 + rows * h * ACT_BYTES;
+        if llm.dense_layers > 0 { moe.max(dense_ffn) } else { moe }
+    } else {
+        dense_ffn
+    };
+    stream + attn.max(ffn)
+}
+
+/// Peak memory per GPU of sampling `rows` sequences over the vocabulary,
+/// bytes: FP32 logits, probabilities and a sort for top-k/top-p (values and
+/// 64-bit indices), as vLLM's dummy sampler run exercises it.
+pub fn sampler_bytes(llm: &LlmSpec, rows: f64) -> f64 {
+    rows * llm.vocab_size as f64 * (4.0 + 4.0 + 4.0 + 8.0)
+}
+
+/// Activation element size (BF16), bytes.
+const ACT_BYTES: f64 = 2.0;
 
 /// Plans memory for `s` on `gpu`; errors when the model does not fit.
 pub fn plan(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario) -> Result<MemoryPlan, ConfigError> {
@@ -125,25 +195,28 @@ pub fn plan(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario) -> Result<MemoryPlan, Co
     let layout = Layout::from_hardware(&s.hardware);
     let e = &s.engine;
     let params = llm.total_params();
-    let weights = params * s.model.dtype.bytes();
-    let per_gpu_w = weight_bytes_per_gpu(llm, &layout, s.model.dtype.bytes());
-    let mem = gpu.memory_bytes();
-    let usable = mem * e.gpu_memory_utilization;
-    let act = activation_bytes(llm, s);
-    let reserve = e.memory_reserve_gb * GIB;
+    let w = s.model.dtype.bytes();
+    let weights = weight_bytes_per_gpu(llm, &Layout::tensor(1), w);
+    let per_gpu_w = weight_bytes_per_gpu(llm, &layout, w);
+    let kv_dtype = s.kv_dtype();
     let kv_heads_per_gpu = (llm.num_kv_heads as f64 / tp as f64).ceil();
     let layers_per_stage = layout.layers_per_stage(llm.num_layers);
-    let kv_tok = 2.0 * layers_per_stage as f64 * kv_heads_per_gpu * llm.head_dim as f64 * s.model.kv_dtype.bytes();
-    let kv_bytes = usable - per_gpu_w - act - reserve;
+    let kv_tok = 2.0 * layers_per_stage as f64 * kv_heads_per_gpu * llm.head_dim as f64 * kv_dtype.bytes();
+    let budget = Budget::new(llm, gpu, s, per_gpu_w);
+    let kv_bytes = budget.kv;
     if kv_bytes <= 0.0 {
-        return Err(no_fit(llm, gpu, s, weights, usable, act + reserve));
+        return Err(no_fit(llm, gpu, s, weights, budget.usable, budget.act + budget.reserve));
     }
+    // vLLM keeps one block as the null block (vllm/v1/core/block_pool.py:157).
+    let null_blocks = u64::from(e.memory_plan == MemoryPlanKind::Vllm);
     let (num_blocks, overridden) = match e.num_gpu_blocks {
         Some(n) => (n, true),
-        None => ((kv_bytes / (kv_tok * e.block_size as f64)).floor() as u64, false),
+        None => {
+            ((kv_bytes / (kv_tok * e.block_size as f64)).floor().max(null_blocks as f64) as u64 - null_blocks, false)
+        }
     };
     if num_blocks == 0 {
-        return Err(no_fit(llm, gpu, s, weights, usable, act + reserve));
+        return Err(no_fit(llm, gpu, s, weights, budget.usable, budget.act + budget.reserve));
     }
     let capacity = num_blocks * e.block_size as u64;
     let max_model_len = match e.max_model_len {
@@ -165,8 +238,31 @@ pub fn plan(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario) -> Result<MemoryPlan, Co
             )));
         }
         Some(m) => m,
+        None if e.memory_plan == MemoryPlanKind::Vllm && llm.max_context as u64 > capacity => {
+            // vLLM V1 refuses to start rather than shrink max_model_len
+            // (vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory).
+            return Err(ConfigError::new(format!(
+                "vLLM would refuse to start: {}'s max seq len ({}) is larger than the maximum number of tokens \
+                 that can be stored in KV cache ({capacity})",
+                llm.name, llm.max_context
+            ))
+            .key("engine.max_model_len")
+            .hint(format!(
+                "set engine.max_model_len <= {capacity} (vLLM's --max-model-len), raise gpu_memory_utilization, or \
+                 use more GPUs (tp or pp)"
+            )));
+        }
+        None if e.memory_plan == MemoryPlanKind::Vllm => llm.max_context,
         None => llm.max_context.min(capacity.min(u32::MAX as u64) as u32),
     };
+    let kv_gib = (num_blocks as f64 * e.block_size as f64 * kv_tok) / GIB;
+    let max_running = (e.memory_plan == MemoryPlanKind::Sglang).then(|| {
+        // SGLang: max_running_requests = min(KV tokens // 2, request pool), the pool
+        // min(max(KV / context × 512, 2048), 4096) (model_runner.py:1553-1562, tp_worker.py:278-290).
+        let pool = ((capacity as f64 / max_model_len as f64 * 512.0) as u64).clamp(2048, 4096);
+        (capacity / 2).min(pool).min(e.max_num_seqs as u64).max(1) as u32
+    });
+    let engine_log = budget.log(e, capacity, num_blocks, kv_gib, max_model_len, per_gpu_w, max_running);
     Ok(MemoryPlan {
         tp,
         pp,
@@ -174,14 +270,14 @@ pub fn plan(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario) -> Result<MemoryPlan, Co
         layers_per_stage,
         experts_per_gpu: layout.experts_per_gpu(llm),
         expert_parallel: layout.expert_parallel,
-        gpu_memory_gib: mem / GIB,
-        usable_gib_per_gpu: usable / GIB,
+        gpu_memory_gib: budget.memory / GIB,
+        usable_gib_per_gpu: budget.usable / GIB,
         params,
         weights_gib_total: weights / GIB,
         weights_gib_per_gpu: per_gpu_w / GIB,
-        activation_gib_per_gpu: act / GIB,
-        reserve_gib_per_gpu: reserve / GIB,
-        kv_gib_per_gpu: (num_blocks as f64 * e.block_size as f64 * kv_tok) / GIB,
+        activation_gib_per_gpu: budget.act / GIB,
+        reserve_gib_per_gpu: budget.reserve / GIB,
+        kv_gib_per_gpu: kv_gib,
         kv_bytes_per_token_per_gpu: kv_tok,
         block_size: e.block_size,
         num_blocks,
@@ -189,7 +285,175 @@ pub fn plan(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario) -> Result<MemoryPlan, Co
         max_model_len,
         max_seqs_at_max_len: capacity / max_model_len as u64,
         blocks_overridden: overridden,
+        engine_plan: e.memory_plan.as_str().to_string(),
+        kv_dtype: kv_dtype.as_str().to_string(),
+        device_gib: budget.memory / GIB,
+        formula: budget.formula,
+        engine_log,
+        max_running,
     })
+}
+
+/// The KV-cache budget of one GPU under an engine's memory plan.
+struct Budget {
+    /// Device memory the plan starts from, bytes.
+    memory: f64,
+    /// Memory the fraction leaves to weights, activations and KV, bytes.
+    usable: f64,
+    /// Activation peak charged, bytes.
+    act: f64,
+    /// Fixed reserve charged, bytes.
+    reserve: f64,
+    /// KV-cache bytes.
+    kv: f64,
+    /// The computation in words.
+    formula: String,
+    /// SGLang's `mem_fraction_static` in effect.
+    mfs: f64,
+}
+
+impl Budget {
+    fn new(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario, weights: f64) -> Budget {
+        let e = &s.engine;
+        let tp = s.hardware.tp;
+        let g = |b: f64| b / GIB;
+        match e.memory_plan {
+            MemoryPlanKind::Legacy => {
+                let memory = gpu.memory_bytes();
+                let usable = memory * e.gpu_memory_utilization;
+                let act = activation_bytes(llm, s);
+                let reserve = e.memory_reserve_gb * GIB;
+                let kv = usable - weights - act - reserve;
+                let formula = format!(
+                    "{} × {:.2} GiB − {:.2} weights − {:.2} activations − {:.2} reserve = {:.2} GiB",
+                    e.gpu_memory_utilization,
+                    g(memory),
+                    g(weights),
+                    g(act),
+                    g(reserve),
+                    g(kv)
+                );
+                Budget { memory, usable, act, reserve, kv, formula, mfs: 0.0 }
+            }
+            MemoryPlanKind::Vllm => {
+                // vllm/v1/worker/gpu_worker.py determine_available_memory: a dummy
+                // forward of the token budget, then a dummy sampler over
+                // min(max_num_seqs, budget) rows; the peak of the two.
+                let memory = gpu.device_bytes();
+                let usable = memory * e.gpu_memory_utilization;
+                let t = e.max_num_batched_tokens as f64;
+                let rows = (e.max_num_seqs.min(e.max_num_batched_tokens)) as f64;
+                let act = forward_activation_bytes(llm, tp, t).max(sampler_bytes(llm, rows));
+                let reserve = e.memory_reserve_gb * GIB;
+                let kv = usable - weights - act - reserve;
+                let formula = format!(
+                    "gpu_memory_utilization {} × {:.2} GiB − {:.2} weights − {:.2} peak activation (forward of {t:.0} \
+                     tokens, sampler of {rows:.0} rows) − {:.2} non-PyTorch = {:.2} GiB",
+                    e.gpu_memory_utilization,
+                    g(memory),
+                    g(weights),
+                    g(act),
+                    g(reserve),
+                    g(kv)
+                );
+                Budget { memory, usable, act, reserve, kv, formula, mfs: 0.0 }
+            }
+            MemoryPlanKind::Sglang => {
+                // SGLang: KV = free after weights − free at start × (1 − mem_fraction_static)
+                // (model_runner.py:1317-1322); free at start = device memory − the CUDA
+                // context and NCCL (memory_reserve_gb).
+                let memory = gpu.device_bytes();
+                let mfs = e.mem_fraction_static.unwrap_or_else(|| sglang_mem_fraction(gpu, e, tp, s.hardware.pp));
+                let reserve = e.memory_reserve_gb * GIB;
+                let free0 = memory - reserve;
+                let usable = free0 * mfs;
+                let kv = usable - weights;
+                let formula = format!(
+                    "mem_fraction_static {mfs} × ({:.2} GiB − {:.2} context) − {:.2} weights = {:.2} GiB \
+                     (activations and CUDA graphs live in the other {:.1} %)",
+                    g(memory),
+                    g(reserve),
+                    g(weights),
+                    g(kv),
+                    (1.0 - mfs) * 100.0
+                );
+                Budget { memory, usable, act: 0.0, reserve, kv, formula, mfs }
+            }
+            MemoryPlanKind::Trtllm => {
+                // TensorRT-LLM 1.x KvCacheCreator: (total − peak of a max_num_tokens
+                // profiling pass, NCCL and CUDA graphs included) × free fraction.
+                let memory = gpu.device_bytes();
+                let t = e.max_num_batched_tokens as f64;
+                let act = forward_activation_bytes(llm, tp, t);
+                let reserve = e.memory_reserve_gb * GIB;
+                let free = memory - weights - act - reserve;
+                let f = e.kv_cache_free_gpu_memory_fraction;
+                let kv = free * f;
+                let formula = format!(
+                    "kv_cache_free_gpu_memory_fraction {f} × ({:.2} GiB − {:.2} weights − {:.2} activations of \
+                     {t:.0} tokens − {:.2} runtime) = {:.2} GiB",
+                    g(memory),
+                    g(weights),
+                    g(act),
+                    g(reserve),
+                    g(kv)
+                );
+                Budget { memory, usable: free, act, reserve, kv, formula, mfs: 0.0 }
+            }
+        }
+    }
+
+    /// The lines the engine would log about its KV cache.
+    #[allow(clippy::too_many_arguments)]
+    fn log(
+        &self,
+        e: &crate::config::EngineConfig,
+        capacity: u64,
+        blocks: u64,
+        kv_gib: f64,
+        max_model_len: u32,
+        weights: f64,
+        max_running: Option<u32>,
+    ) -> Vec<String> {
+        match e.memory_plan {
+            MemoryPlanKind::Legacy => Vec::new(),
+            MemoryPlanKind::Vllm => vec![
+                format!("Model loading took {:.4} GiB", weights / GIB),
+                format!("Available KV cache memory: {:.2} GiB", self.kv / GIB),
+                format!("GPU KV cache size: {} tokens", (blocks + 1) * e.block_size as u64),
+                format!(
+                    "Maximum concurrency for {max_model_len} tokens per request: {:.2}x",
+                    (blocks + 1) as f64 / (max_model_len as f64 / e.block_size as f64).ceil()
+                ),
+            ],
+            MemoryPlanKind::Sglang => vec![
+                format!("mem_fraction_static={}", self.mfs),
+                format!("KV Cache is allocated. #tokens: {capacity}, K size: {:.2} GB, V size: {:.2} GB", kv_gib / 2.0, kv_gib / 2.0),
+                format!(
+                    "max_total_num_tokens={capacity}, chunked_prefill_size={}, max_running_requests={}, context_len={max_model_len}",
+                    e.max_num_batched_tokens,
+                    max_running.unwrap_or(e.max_num_seqs)
+                ),
+            ],
+            MemoryPlanKind::Trtllm => vec![format!(
+                "[MemUsageChange] Allocated {kv_gib:.2} GiB for max tokens in paged KV cache ({capacity})."
+            )],
+        }
+    }
+}
+
+/// SGLang's automatic `mem_fraction_static` (server_args.py:785-829): the
+/// reserve in MiB is 512 + 1.5 × max(chunk, 2048) + 2 × cuda_graph_max_bs +
+/// 128 × tp × pp, at least 10 GiB on GPUs above 60 GiB; the fraction is
+/// (memory − reserve) / memory, rounded to 3 decimals.
+pub fn sglang_mem_fraction(gpu: &GpuSpec, e: &crate::config::EngineConfig, tp: u32, pp: u32) -> f64 {
+    let mib = gpu.memory_gb * 1024.0;
+    let chunk = e.max_num_batched_tokens.max(2048) as f64;
+    let mut reserve = 512.0 + 1.5 * chunk + 2.0 * e.cuda_graph_max_bs as f64 + 128.0 * (tp * pp) as f64;
+    if mib > 60.0 * 1024.0 {
+        reserve = reserve.max(10.0 * 1024.0);
+    }
+    ((mib - reserve) / mib * 1000.0).round() / 1000.0
 }
 
 fn no_fit(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario, weights: f64, usable: f64, other: f64) -> ConfigError {

@@ -11,7 +11,7 @@
 use crate::Setup;
 use crate::cluster::{ReplicaLoad, Router};
 use crate::config::{CostModelKind, PoolRole, QueueOrder, RouterKind};
-use crate::cost::{ConstantStep, ExponentialStep, Roofline, Speculative, StepCostModel};
+use crate::cost::{ConstantStep, ExponentialStep, KernelModel, Roofline, Speculative, StepCostModel};
 use crate::engine::{Replica, ReplicaStats, Sinks, Span};
 use crate::metrics::{LogHistogram, RejectReason, RequestRecord, Status};
 use crate::workload::{Source, stream_seed};
@@ -171,31 +171,12 @@ pub fn simulate_without_fast_path(setup: &Setup, seed: u64) -> SimOutput {
 fn simulate_opts(setup: &Setup, seed: u64, check: bool, fast: bool) -> SimOutput {
     let s = &setup.scenario;
     match s.cost.model {
-        CostModelKind::Roofline => {
-            let pool = pool_of(setup);
-            let target = |p: &crate::Pool| {
-                Roofline::with_layout(&setup.llm, &p.gpu, &p.layout, s.model.dtype, s.model.kv_dtype, &s.cost)
-            };
-            if setup.pools.iter().all(|p| p.draft.is_none()) {
-                let models: Vec<Roofline> = setup.pools.iter().map(target).collect();
-                return simulate_with(setup, seed, |r| models[pool[r as usize] as usize].clone(), check, fast);
-            }
-            // Draft steps run inside the verify step: no scheduler overhead of their own.
-            let cost =
-                crate::config::CostConfig { step_overhead_ms: 0.0, per_request_overhead_ms: 0.0, ..s.cost.clone() };
-            let models: Vec<Speculative<Roofline>> = setup
-                .pools
-                .iter()
-                .map(|p| {
-                    let draft = p
-                        .draft
-                        .as_ref()
-                        .map(|d| Roofline::with_layout(d, &p.gpu, &p.layout, s.model.dtype, s.model.kv_dtype, &cost));
-                    Speculative::new(target(p), draft)
-                })
-                .collect();
-            simulate_with(setup, seed, |r| models[pool[r as usize] as usize].clone(), check, fast)
-        }
+        CostModelKind::Roofline => with_models(setup, seed, check, fast, |llm, p, cost| {
+            Roofline::with_layout(llm, &p.gpu, &p.layout, s.model.dtype, p.kv_dtype, cost)
+        }),
+        CostModelKind::Kernel => with_models(setup, seed, check, fast, |llm, p, cost| {
+            KernelModel::new(llm, &p.gpu, &p.layout, s.model.dtype, p.kv_dtype, cost)
+        }),
         CostModelKind::Constant => {
             let t = s.cost.step_time_ms.unwrap_or(1.0) * 1e-3;
             simulate_with(setup, seed, |_| ConstantStep { time: t }, check, fast)
@@ -205,6 +186,38 @@ fn simulate_opts(setup: &Setup, seed: u64, check: bool, fast: bool) -> SimOutput
             simulate_with(setup, seed, |r| ExponentialStep::new(t, stream_seed(seed, 100 + r as u64)), check, fast)
         }
     }
+}
+
+/// Simulates with one step-cost model per pool, built by `make(model, pool,
+/// cost settings)`; pools that speculate wrap it with their draft's model.
+fn with_models<C: StepCostModel + Clone>(
+    setup: &Setup,
+    seed: u64,
+    check: bool,
+    fast: bool,
+    make: impl Fn(&crate::catalog::LlmSpec, &crate::Pool, &crate::config::CostConfig) -> C,
+) -> SimOutput {
+    let pool = pool_of(setup);
+    if setup.pools.iter().all(|p| p.draft.is_none()) {
+        let models: Vec<C> = setup.pools.iter().map(|p| make(&setup.llm, p, &p.cost)).collect();
+        return simulate_with(setup, seed, |r| models[pool[r as usize] as usize].clone(), check, fast);
+    }
+    let models: Vec<Speculative<C>> = setup
+        .pools
+        .iter()
+        .map(|p| {
+            // Draft steps run inside the verify step: no scheduler overhead of their own.
+            let cost = crate::config::CostConfig {
+                step_overhead_ms: 0.0,
+                per_request_overhead_ms: 0.0,
+                per_seq_overhead_ms: 0.0,
+                ..p.cost.clone()
+            };
+            let draft = p.draft.as_ref().map(|d| make(d, p, &cost));
+            Speculative::new(make(&setup.llm, p, &p.cost), draft)
+        })
+        .collect();
+    simulate_with(setup, seed, |r| models[pool[r as usize] as usize].clone(), check, fast)
 }
 
 /// The pool of each replica, by replica index (pools in declaration order).
@@ -282,7 +295,7 @@ pub fn simulate_with<C: StepCostModel>(
         * setup.llm.num_layers as f64
         * setup.llm.num_kv_heads as f64
         * setup.llm.head_dim as f64
-        * s.model.kv_dtype.bytes();
+        * s.kv_dtype().bytes();
     let mut handoffs: Vec<u32> = Vec::new();
     let groups: std::sync::Arc<[(u32, u32)]> =
         setup.workload.classes.iter().map(|c| (c.prefix_group, c.prefix_tokens)).collect();

@@ -1,17 +1,20 @@
 //! The catalogue of LLM architectures and GPU profiles.
 //!
-//! The files shipped under `models/llm/` and `models/gpu/` are compiled into
-//! the binary. At run time a `models/` folder (the current directory's, or one
-//! named with `--models`) is read on top: a file there replaces the built-in
-//! entry with the same file stem, and new files add entries. Names are matched
-//! case-insensitively against the file stem (`h100-sxm`) or the display name
-//! (`H100-SXM`).
+//! The files shipped under `models/llm/`, `models/gpu/` and `models/engine/`
+//! are compiled into the binary. At run time a `models/` folder (the current
+//! directory's, or one named with `--models`) is read on top: a file there
+//! replaces the built-in entry with the same file stem, and new files add
+//! entries. Names are matched case-insensitively against the file stem
+//! (`h100-sxm`) or the display name (`H100-SXM`); models and GPUs also answer
+//! to their `aliases`.
 
+pub mod engine;
 mod gpu;
 mod llm;
 
-pub use gpu::{GIB, GpuSpec};
-pub use llm::LlmSpec;
+pub use engine::EngineProfile;
+pub use gpu::{AllReduceSpec, GENERIC_MOE, GIB, GpuSpec, KernelSpec};
+pub use llm::{FfnKind, LlmSpec};
 
 use crate::error::ConfigError;
 use serde::de::DeserializeOwned;
@@ -49,13 +52,15 @@ pub struct Entry<T> {
     pub origin: Origin,
 }
 
-/// All known LLMs and GPUs.
+/// All known LLMs, GPUs and engine profiles.
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     /// LLM architectures by file stem.
     pub models: BTreeMap<String, Entry<LlmSpec>>,
     /// GPU profiles by file stem.
     pub gpus: BTreeMap<String, Entry<GpuSpec>>,
+    /// Engine profiles (`engine.preset`) by file stem.
+    pub engines: BTreeMap<String, Entry<EngineProfile>>,
 }
 
 impl Catalog {
@@ -71,7 +76,7 @@ impl Catalog {
     }
 
     /// The built-in catalogue overlaid with the files of `dir` (a folder
-    /// holding `llm/` and/or `gpu/`), if it exists.
+    /// holding `llm/`, `gpu/` and/or `engine/`), if it exists.
     pub fn with_dir(dir: Option<&Path>) -> Result<Self, ConfigError> {
         let mut c = Self::builtin()?;
         let default_dir = Path::new("models");
@@ -79,14 +84,14 @@ impl Catalog {
             Some(d) => {
                 if !d.is_dir() {
                     return Err(ConfigError::new(format!("models folder {} does not exist", d.display()))
-                        .hint("pass a folder that holds llm/ and gpu/ subfolders of TOML files"));
+                        .hint("pass a folder that holds llm/, gpu/ or engine/ subfolders of TOML files"));
                 }
                 d
             }
             None if default_dir.is_dir() => default_dir,
             None => return Ok(c),
         };
-        for kind in ["llm", "gpu"] {
+        for kind in ["llm", "gpu", "engine"] {
             let sub = dir.join(kind);
             let Ok(rd) = std::fs::read_dir(&sub) else { continue };
             let mut paths: Vec<PathBuf> = rd.filter_map(|e| e.ok()).map(|e| e.path()).collect();
@@ -110,23 +115,37 @@ impl Catalog {
                 spec.validate().map_err(|m| ConfigError::new(m).file(file))?;
                 self.models.insert(key.clone(), Entry { key, spec, origin });
             }
-            _ => {
+            "gpu" => {
                 let spec: GpuSpec = parse_spec(text, file)?;
                 spec.validate().map_err(|m| ConfigError::new(m).file(file))?;
                 self.gpus.insert(key.clone(), Entry { key, spec, origin });
+            }
+            _ => {
+                let spec: EngineProfile = parse_spec(text, file)?;
+                spec.validate().map_err(|m| {
+                    ConfigError::new(m)
+                        .file(file)
+                        .hint("an engine profile takes [engine] and [cost] keys with a [sources] entry for each (docs/engines.md)")
+                })?;
+                self.engines.insert(key.clone(), Entry { key, spec, origin });
             }
         }
         Ok(())
     }
 
-    /// Looks up an LLM by file stem or display name.
-    pub fn model(&self, name: &str) -> Option<&Entry<LlmSpec>> {
-        lookup(&self.models, name, |s| &s.name)
+    /// Looks up an engine profile by file stem or display name.
+    pub fn engine(&self, name: &str) -> Option<&Entry<EngineProfile>> {
+        lookup(&self.engines, name, |s| &s.name)
     }
 
-    /// Looks up a GPU by file stem or display name.
+    /// Looks up an LLM by file stem, display name or alias.
+    pub fn model(&self, name: &str) -> Option<&Entry<LlmSpec>> {
+        lookup(&self.models, name, |s| &s.name).or_else(|| alias(&self.models, name, |s| &s.aliases))
+    }
+
+    /// Looks up a GPU by file stem, display name or alias.
     pub fn gpu(&self, name: &str) -> Option<&Entry<GpuSpec>> {
-        lookup(&self.gpus, name, |s| &s.name)
+        lookup(&self.gpus, name, |s| &s.name).or_else(|| alias(&self.gpus, name, |s| &s.aliases))
     }
 }
 
@@ -137,6 +156,14 @@ fn lookup<'a, T>(
 ) -> Option<&'a Entry<T>> {
     let k = name.to_ascii_lowercase();
     map.get(&k).or_else(|| map.values().find(|e| display(&e.spec).eq_ignore_ascii_case(name)))
+}
+
+fn alias<'a, T>(
+    map: &'a BTreeMap<String, Entry<T>>,
+    name: &str,
+    aliases: impl Fn(&T) -> &Vec<String>,
+) -> Option<&'a Entry<T>> {
+    map.values().find(|e| aliases(&e.spec).iter().any(|a| a.eq_ignore_ascii_case(name)))
 }
 
 /// Parses a TOML text into `T`, turning errors into a located [`ConfigError`].

@@ -1,6 +1,7 @@
 //! Reading a scenario file, applying `--set` overrides, locating errors.
 
 use super::Scenario;
+use crate::catalog::Catalog;
 use crate::error::ConfigError;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -21,26 +22,55 @@ pub struct LoadedScenario {
     pub overrides: Vec<String>,
     /// A `--seed` given on the command line.
     pub seed_override: Option<u64>,
+    /// The catalogue its engine presets were looked up in (for variants).
+    pub catalog: std::sync::Arc<Catalog>,
 }
 
-/// Reads, overrides and validates a scenario file.
+/// Reads, overrides and validates a scenario file, with the engine presets
+/// of the built-in catalogue.
 pub fn load_scenario(path: &Path, sets: &[String]) -> Result<LoadedScenario, ConfigError> {
+    load_scenario_with(path, sets, &std::sync::Arc::new(Catalog::builtin()?))
+}
+
+/// Like [`load_scenario`], with the engine presets (and the GPUs their rules
+/// look at) of `catalog`.
+pub fn load_scenario_with(
+    path: &Path,
+    sets: &[String],
+    catalog: &std::sync::Arc<Catalog>,
+) -> Result<LoadedScenario, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         ConfigError::new(format!("cannot read scenario: {e}"))
             .file(path)
             .hint("pass the path of a scenario TOML file, e.g. scenarios/quickstart.toml")
     })?;
-    load_scenario_str(&text, path, sets)
+    load_scenario_str_with(&text, path, sets, catalog)
 }
 
 /// Like [`load_scenario`] for a text already in memory; `path` names it in
 /// messages and gives the default scenario name.
 pub fn load_scenario_str(text: &str, path: &Path, sets: &[String]) -> Result<LoadedScenario, ConfigError> {
+    load_scenario_str_with(text, path, sets, &std::sync::Arc::new(Catalog::builtin()?))
+}
+
+/// Like [`load_scenario_str`], with the engine presets of `catalog`.
+pub fn load_scenario_str_with(
+    text: &str,
+    path: &Path,
+    sets: &[String],
+    catalog: &std::sync::Arc<Catalog>,
+) -> Result<LoadedScenario, ConfigError> {
     let mut table: toml::Table = toml::from_str(text).map_err(|e| ConfigError::from_toml(&e, text, path))?;
     for s in sets {
         apply_set(&mut table, s)?;
     }
-    apply_preset(&mut table);
+    if let Err(mut err) = apply_preset(&mut table, catalog) {
+        err = err.file(path);
+        if let Some(off) = locate_key(text, "engine.preset") {
+            err = err.at_offset(text, off);
+        }
+        return Err(err);
+    }
     let mut scenario = match Scenario::deserialize(table) {
         Ok(s) => s,
         Err(e) => {
@@ -85,6 +115,7 @@ pub fn load_scenario_str(text: &str, path: &Path, sets: &[String]) -> Result<Loa
         sha256,
         overrides: sets.to_vec(),
         seed_override: None,
+        catalog: catalog.clone(),
     })
 }
 
@@ -110,14 +141,79 @@ pub fn parse_value(raw: &str) -> toml::Value {
     }
 }
 
-/// Fills in the `[engine]` keys of `engine.preset` that are not set
-/// explicitly (an unknown preset is left for deserialisation to report).
-pub fn apply_preset(table: &mut toml::Table) {
-    let Some(toml::Value::Table(engine)) = table.get_mut("engine") else { return };
-    let Some(preset) = engine.get("preset").cloned() else { return };
-    let Ok(p) = super::Preset::deserialize(preset) else { return };
-    for (k, v) in p.keys() {
-        engine.entry(k.to_string()).or_insert(v);
+/// Fills in the `[engine]` and `[cost]` keys of the engine profile named by
+/// `engine.preset` that the scenario does not set (a preset that is not a
+/// string is left for deserialisation to report). The profile's rules are
+/// judged against the scenario's `hardware.gpu` (or inline `gpu_spec`),
+/// `hardware.tp` and `model.dtype`.
+pub fn apply_preset(table: &mut toml::Table, catalog: &Catalog) -> Result<(), ConfigError> {
+    let Some(toml::Value::Table(engine)) = table.get("engine") else { return Ok(()) };
+    let Some(toml::Value::String(name)) = engine.get("preset") else { return Ok(()) };
+    let name = name.clone();
+    let engine = engine.clone();
+    let hw = table.get("hardware").and_then(|h| h.as_table());
+    let inline: Option<crate::catalog::GpuSpec> =
+        hw.and_then(|h| h.get("gpu_spec")).and_then(|g| crate::catalog::GpuSpec::deserialize(g.clone()).ok());
+    let gpu_name = hw.and_then(|h| h.get("gpu")).and_then(|g| g.as_str()).unwrap_or("h100-sxm");
+    let gpu = inline.or_else(|| catalog.gpu(gpu_name).map(|e| e.spec.clone()));
+    let tp = hw.and_then(|h| h.get("tp")).and_then(|t| t.as_integer()).unwrap_or(1).max(1) as u32;
+    let dtype = table
+        .get("model")
+        .and_then(|m| m.get("dtype"))
+        .and_then(|d| d.as_str())
+        .unwrap_or("bf16")
+        .to_string();
+    let model = table.get("model").and_then(|m| m.as_table());
+    let max_model_len = engine
+        .get("max_model_len")
+        .and_then(|v| v.as_integer())
+        .map(|v| v as u32)
+        .or_else(|| {
+            let spec = model.and_then(|m| m.get("spec")).and_then(|s| s.get("max_context")).and_then(|v| v.as_integer());
+            spec.map(|v| v as u32).or_else(|| {
+                let name = model.and_then(|m| m.get("name")).and_then(|n| n.as_str())?;
+                catalog.model(name).map(|e| e.spec.max_context)
+            })
+        });
+    let ctx = crate::catalog::engine::Context { gpu: gpu.as_ref(), tp, dtype: &dtype, max_model_len };
+    let (engine_keys, cost_keys) = preset_keys(&name, catalog, &ctx)?;
+    fill(table, "engine", engine_keys);
+    fill(table, "cost", cost_keys);
+    Ok(())
+}
+
+/// The `[engine]` and `[cost]` keys of preset `name` for the set-up `ctx`.
+pub fn preset_keys(
+    name: &str,
+    catalog: &Catalog,
+    ctx: &crate::catalog::engine::Context,
+) -> Result<(toml::Table, toml::Table), ConfigError> {
+    let Some(entry) = catalog.engine(name) else {
+        let known: Vec<&String> = catalog.engines.keys().collect();
+        let best = known
+            .iter()
+            .min_by_key(|k| crate::error::edit_distance(name, k))
+            .filter(|k| crate::error::edit_distance(name, k) <= name.len() / 3 + 1);
+        let list = known.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
+        let mut hint = format!("known presets: {list}; or add models/engine/{name}.toml (docs/engines.md)");
+        if let Some(b) = best {
+            hint = format!("did you mean \"{b}\"? {hint}");
+        }
+        return Err(ConfigError::new(format!("unknown engine preset \"{name}\"")).key("engine.preset").hint(hint));
+    };
+    Ok(crate::catalog::engine::resolved_keys(&entry.spec, ctx))
+}
+
+/// Inserts `keys` into `table[section]` where not already set.
+fn fill(table: &mut toml::Table, section: &str, keys: toml::Table) {
+    if keys.is_empty() {
+        return;
+    }
+    let t = table.entry(section.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    if let toml::Value::Table(t) = t {
+        for (k, v) in keys {
+            t.entry(k).or_insert(v);
+        }
     }
 }
 
@@ -242,7 +338,8 @@ impl LoadedScenario {
                 .map_err(|e| ConfigError { message: format!("{what}: {}", e.message), ..e })?;
         }
         t.remove("sweep");
-        apply_preset(&mut t);
+        apply_preset(&mut t, &self.catalog)
+            .map_err(|e| ConfigError { message: format!("{what}: {}", e.message), ..e.file(&self.path) })?;
         let mut s = Scenario::deserialize(t).map_err(|e| {
             let mut err = ConfigError::from_toml(&e, "", &self.path);
             err.message = format!("{what}: {}", err.message);

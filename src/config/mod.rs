@@ -8,7 +8,10 @@ mod load;
 mod validate;
 mod workload;
 
-pub use load::{LoadedScenario, apply_preset, apply_set, load_scenario, load_scenario_str, parse_value, set_value};
+pub use load::{
+    LoadedScenario, apply_preset, apply_set, load_scenario, load_scenario_str, load_scenario_str_with, load_scenario_with,
+    parse_value, preset_keys, set_value,
+};
 pub use workload::*;
 
 use crate::catalog::{GpuSpec, LlmSpec};
@@ -75,6 +78,19 @@ pub struct Scenario {
     pub base_dir: Option<std::path::PathBuf>,
 }
 
+impl Scenario {
+    /// The KV-cache format in effect: `model.kv_dtype` if set, else the
+    /// engine's default (`engine.kv_cache_dtype`) for the weight format.
+    pub fn kv_dtype(&self) -> KvDtype {
+        self.model.kv_dtype.unwrap_or(match self.engine.kv_cache_dtype {
+            KvCacheDtype::Auto | KvCacheDtype::Bf16 => KvDtype::Bf16,
+            KvCacheDtype::Fp8 => KvDtype::Fp8,
+            KvCacheDtype::Fp8WithFp8Weights if self.model.dtype == Dtype::Fp8 => KvDtype::Fp8,
+            KvCacheDtype::Fp8WithFp8Weights => KvDtype::Bf16,
+        })
+    }
+}
+
 /// What a pool's replicas do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -122,6 +138,9 @@ pub struct PoolConfig {
     /// `[engine]` keys that differ in this pool (a `preset` included).
     #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
     pub engine: toml::Table,
+    /// `[cost]` keys that differ in this pool.
+    #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
+    pub cost: toml::Table,
 }
 
 /// `[disaggregation]`: the link the KV cache crosses from a prefill replica to a decode replica.
@@ -215,6 +234,14 @@ pub enum KvDtype {
 }
 
 impl KvDtype {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KvDtype::Bf16 => "bf16",
+            KvDtype::Fp8 => "fp8",
+        }
+    }
+
     /// Bytes per cached element.
     pub fn bytes(self) -> f64 {
         match self {
@@ -233,9 +260,9 @@ pub struct ModelConfig {
     /// Weight format.
     #[serde(default)]
     pub dtype: Dtype,
-    /// KV-cache format.
-    #[serde(default)]
-    pub kv_dtype: KvDtype,
+    /// KV-cache format; unset: the engine's default (`engine.kv_cache_dtype`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_dtype: Option<KvDtype>,
     /// An inline architecture instead of a catalogue file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<LlmSpec>,
@@ -358,10 +385,12 @@ impl Default for HardwareConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EngineConfig {
-    /// A named group of knob values (`static`, `orca`, `vllm-v0`, `vllm-v1`,
-    /// `sarathi`); keys set explicitly override it.
+    /// An engine profile of the catalogue (`models/engine/<name>.toml`:
+    /// `vllm-v1`, `sglang`, `trtllm`, `vllm-v0`, `sarathi`, `orca`, `static`,
+    /// or a profile of your own); it fills the `[engine]` and `[cost]` keys
+    /// the scenario does not set.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub preset: Option<Preset>,
+    pub preset: Option<String>,
     /// Iteration-level (continuous) or request-level (static) batching.
     pub batching: Batching,
     /// Static batching: a batch starts when `max_num_seqs` requests wait or the
@@ -433,6 +462,127 @@ pub struct EngineConfig {
     /// `preemption = "swap"`: host-to-GPU copy bandwidth per GPU, GB/s
     /// (PCIe Gen4 x16 ≈ 25 in practice, Gen5 ≈ 50).
     pub swap_bandwidth_gbps: f64,
+    /// How the KV-cache budget is computed (docs/engines.md): `legacy`
+    /// (servesim before Step 5), or as `vllm`, `sglang` or `trtllm` compute it.
+    pub memory_plan: MemoryPlanKind,
+    /// SGLang `mem_fraction_static`: fraction of GPU memory for weights and
+    /// KV cache (`memory_plan = "sglang"`; unset: SGLang's automatic rule).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mem_fraction_static: Option<f64>,
+    /// TensorRT-LLM `kv_cache_free_gpu_memory_fraction`: fraction of the
+    /// memory left after weights and activations given to the KV cache
+    /// (`memory_plan = "trtllm"`).
+    pub kv_cache_free_gpu_memory_fraction: f64,
+    /// KV-cache format when `model.kv_dtype` is not set: `auto` (the
+    /// activations' format, BF16, as vLLM and SGLang do), `bf16`, `fp8`, or
+    /// `fp8-with-fp8-weights` (FP8 when the weights are FP8: TensorRT-LLM).
+    pub kv_cache_dtype: KvCacheDtype,
+    /// Largest decode batch captured as a CUDA graph (SGLang reserves memory
+    /// for it; 0: none).
+    pub cuda_graph_max_bs: u32,
+    /// What a waiting request must find free in the KV cache to be admitted
+    /// (docs/engines.md): `chunk`, `prompt`, `max-length` or `reserve`.
+    pub admission: Admission,
+    /// Which running sequence is preempted when KV blocks run out.
+    pub preempt_victim: Victim,
+    /// Where a preempted request goes back in the waiting queue.
+    pub preempted_to: QueueEnd,
+    /// `admission = "reserve"` (SGLang): starting fraction of their remaining
+    /// output that running requests are assumed to still need.
+    pub new_token_ratio: f64,
+    /// `admission = "reserve"`: the fraction's floor.
+    pub min_new_token_ratio: f64,
+    /// `admission = "reserve"`: decode steps over which the fraction falls
+    /// linearly from `new_token_ratio` to `min_new_token_ratio`.
+    pub new_token_ratio_decay_steps: u32,
+}
+
+/// How the KV-cache budget of a replica is computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum MemoryPlanKind {
+    /// `gpu_memory_utilization` × memory − weights − activations at the token
+    /// budget − `memory_reserve_gb` (servesim before Step 5).
+    #[default]
+    Legacy,
+    /// vLLM V1: `gpu_memory_utilization` × total memory − weights − the peak
+    /// activation of a profiling pass − non-PyTorch memory.
+    Vllm,
+    /// SGLang: `mem_fraction_static` × memory − weights (activations and
+    /// CUDA graphs live in the rest).
+    Sglang,
+    /// TensorRT-LLM: `kv_cache_free_gpu_memory_fraction` × (memory −
+    /// weights − activation buffers − runtime).
+    Trtllm,
+}
+
+impl MemoryPlanKind {
+    /// The name used in scenario files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemoryPlanKind::Legacy => "legacy",
+            MemoryPlanKind::Vllm => "vllm",
+            MemoryPlanKind::Sglang => "sglang",
+            MemoryPlanKind::Trtllm => "trtllm",
+        }
+    }
+}
+
+/// The KV-cache element format an engine picks by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum KvCacheDtype {
+    /// The activations' format (BF16), whatever the weights (vLLM, SGLang).
+    #[default]
+    Auto,
+    /// BF16.
+    Bf16,
+    /// FP8.
+    Fp8,
+    /// FP8 when the weights are FP8, else BF16 (TensorRT-LLM).
+    Fp8WithFp8Weights,
+}
+
+/// What a waiting request must find free in the KV cache to be admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Admission {
+    /// Blocks for the prompt chunk scheduled now (vLLM V1).
+    #[default]
+    Chunk,
+    /// Blocks for the whole prompt (vLLM V0's `can_allocate`).
+    Prompt,
+    /// Blocks for the prompt and the whole output, held until the request
+    /// ends, so nothing is ever preempted (TensorRT-LLM `GUARANTEED_NO_EVICT`).
+    MaxLength,
+    /// The prompt and the whole output must fit next to what the running
+    /// requests are expected to still need (their remaining output ×
+    /// `new_token_ratio`, a fraction that decays while nothing is preempted):
+    /// SGLang's admission.
+    Reserve,
+}
+
+/// Which running sequence is preempted when KV blocks run out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Victim {
+    /// The most recently admitted (vLLM).
+    #[default]
+    Newest,
+    /// The one with the fewest generated tokens, ties to the longest prompt
+    /// (SGLang's retraction order).
+    FewestGenerated,
+}
+
+/// An end of the waiting queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum QueueEnd {
+    /// The head: served next (vLLM).
+    #[default]
+    Front,
+    /// The tail: behind every waiting request (SGLang).
+    Back,
 }
 
 /// Preemption mode.
@@ -518,36 +668,6 @@ pub enum Batching {
     Static,
 }
 
-/// Engine presets (see docs/scenario.md for what each models).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Preset {
-    /// Request-level batching (FasterTransformer): `batching = "static"`, no chunking.
-    Static,
-    /// Iteration-level batching with whole-prompt prefills mixed into decode steps (Orca, OSDI '22).
-    Orca,
-    /// vLLM v0: prefill-prioritised, prefill-only steps, no chunking.
-    VllmV0,
-    /// vLLM v1: chunked prefill, decodes first, budget 8192.
-    VllmV1,
-    /// Sarathi-Serve (OSDI '24): stall-free chunked prefill with a small budget (512 tokens).
-    Sarathi,
-}
-
-impl Preset {
-    /// The `[engine]` keys the preset sets, as (key, value).
-    pub fn keys(self) -> Vec<(&'static str, toml::Value)> {
-        use toml::Value::{Boolean, Integer, String as S};
-        match self {
-            Preset::Static => vec![("batching", S("static".into())), ("chunked_prefill", Boolean(false))],
-            Preset::Orca => vec![("chunked_prefill", Boolean(false)), ("mixed_prefill", Boolean(true))],
-            Preset::VllmV0 => vec![("chunked_prefill", Boolean(false)), ("mixed_prefill", Boolean(false))],
-            Preset::VllmV1 => vec![("chunked_prefill", Boolean(true)), ("max_num_batched_tokens", Integer(8192))],
-            Preset::Sarathi => vec![("chunked_prefill", Boolean(true)), ("max_num_batched_tokens", Integer(512))],
-        }
-    }
-}
-
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
@@ -578,6 +698,17 @@ impl Default for EngineConfig {
             preemption: Preemption::Recompute,
             swap_space_gb: 4.0,
             swap_bandwidth_gbps: 25.0,
+            memory_plan: MemoryPlanKind::Legacy,
+            mem_fraction_static: None,
+            kv_cache_free_gpu_memory_fraction: 0.9,
+            kv_cache_dtype: KvCacheDtype::Auto,
+            cuda_graph_max_bs: 0,
+            admission: Admission::Chunk,
+            preempt_victim: Victim::Newest,
+            preempted_to: QueueEnd::Front,
+            new_token_ratio: 0.7,
+            min_new_token_ratio: 0.098,
+            new_token_ratio_decay_steps: 600,
         }
     }
 }
@@ -586,9 +717,14 @@ impl Default for EngineConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum CostModelKind {
-    /// Per-operator roofline from the model architecture and GPU profile.
+    /// Per-operator roofline with two efficiency constants (servesim before
+    /// Step 5; kept for reproducibility).
     #[default]
     Roofline,
+    /// Per-kernel roofline with efficiencies measured per GPU, elementwise
+    /// kernels, collectives as engines run them and the engine's CPU
+    /// overheads (docs/cost-model.md); what the engine presets use.
+    Kernel,
     /// Every step takes `step_time_ms` (a teaching and testing model: M/D/1).
     Constant,
     /// Every step takes an exponentially distributed time with mean `step_time_ms` (M/M/1).
@@ -617,6 +753,22 @@ pub struct CostConfig {
     /// Step time of the `constant` and `exponential` models, ms.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step_time_ms: Option<f64>,
+    /// `kernel` model: CPU time per sequence in a step (scheduling, input
+    /// preparation, sampling bookkeeping, output processing), ms.
+    pub per_seq_overhead_ms: f64,
+    /// `kernel` model: fraction of the step's CPU time hidden under the GPU's
+    /// (0: the CPU work runs between GPU steps; 1: asynchronous scheduling
+    /// hides it entirely while the GPU is busier).
+    pub cpu_overlap: f64,
+    /// `kernel` model: fraction of collective time hidden under compute.
+    pub comm_overlap: f64,
+    /// `kernel` model: all-reduces up to this many KiB use the engine's custom
+    /// peer-to-peer all-reduce (vLLM: 8 MiB), larger ones NCCL (0: always NCCL).
+    pub custom_allreduce_max_kb: f64,
+    /// `kernel` model: the engine's GEMM kernels relative to the measured ones (1: as measured).
+    pub gemm_efficiency_scale: f64,
+    /// `kernel` model: the engine's attention kernels relative to the measured ones.
+    pub attention_efficiency_scale: f64,
 }
 
 impl Default for CostConfig {
@@ -629,6 +781,12 @@ impl Default for CostConfig {
             memory_efficiency: None,
             interconnect_efficiency: None,
             step_time_ms: None,
+            per_seq_overhead_ms: 0.0,
+            cpu_overlap: 0.0,
+            comm_overlap: 0.0,
+            custom_allreduce_max_kb: 0.0,
+            gemm_efficiency_scale: 1.0,
+            attention_efficiency_scale: 1.0,
         }
     }
 }

@@ -91,8 +91,49 @@ impl Scenario {
         if e.max_num_seqs == 0 {
             return fail("engine.max_num_seqs", "must be at least 1", "set max_num_seqs >= 1 (vLLM's default is 256)");
         }
-        if e.max_num_batched_tokens == 0 {
-            return fail("engine.max_num_batched_tokens", "must be at least 1", "set a token budget such as 8192");
+        if e.max_num_batched_tokens == 0 && e.chunked_prefill {
+            return fail(
+                "engine.max_num_batched_tokens",
+                "0 (max(max_model_len, 2048), vLLM V0's rule) applies only without chunked prefill",
+                "set a token budget such as 8192",
+            );
+        }
+        if let Some(m) = e.mem_fraction_static
+            && !(m > 0.0 && m < 1.0)
+        {
+            return fail(
+                "engine.mem_fraction_static",
+                format!("must be in (0, 1), got {m}"),
+                "use a fraction such as 0.85, or leave it out for SGLang's automatic value",
+            );
+        }
+        if !(e.kv_cache_free_gpu_memory_fraction > 0.0 && e.kv_cache_free_gpu_memory_fraction < 1.0) {
+            return fail(
+                "engine.kv_cache_free_gpu_memory_fraction",
+                format!("must be in (0, 1), got {}", e.kv_cache_free_gpu_memory_fraction),
+                "use 0.9 (TensorRT-LLM's default) or 0.95",
+            );
+        }
+        if !(e.new_token_ratio > 0.0 && e.new_token_ratio <= 1.0) {
+            return fail(
+                "engine.new_token_ratio",
+                format!("must be in (0, 1], got {}", e.new_token_ratio),
+                "use 0.7 (SGLang's default)",
+            );
+        }
+        if !(e.min_new_token_ratio > 0.0 && e.min_new_token_ratio <= e.new_token_ratio) {
+            return fail(
+                "engine.min_new_token_ratio",
+                format!("must be in (0, new_token_ratio = {}], got {}", e.new_token_ratio, e.min_new_token_ratio),
+                "use 0.098 (SGLang's default, 0.14 × 0.7)",
+            );
+        }
+        if e.new_token_ratio_decay_steps == 0 {
+            return fail(
+                "engine.new_token_ratio_decay_steps",
+                "must be at least 1",
+                "use 600 (SGLang's default)",
+            );
         }
         if e.block_size == 0 || e.block_size > 1024 {
             return fail(
@@ -183,6 +224,20 @@ impl Scenario {
         let c = &self.cost;
         non_negative("cost.step_overhead_ms", c.step_overhead_ms)?;
         non_negative("cost.per_request_overhead_ms", c.per_request_overhead_ms)?;
+        non_negative("cost.per_seq_overhead_ms", c.per_seq_overhead_ms)?;
+        non_negative("cost.custom_allreduce_max_kb", c.custom_allreduce_max_kb)?;
+        for (k, v) in [("cost.cpu_overlap", c.cpu_overlap), ("cost.comm_overlap", c.comm_overlap)] {
+            if !(0.0..=1.0).contains(&v) {
+                return fail(k, format!("must be in [0, 1], got {v}"), "use a fraction: 0 = not hidden, 1 = fully hidden");
+            }
+        }
+        for (k, v) in
+            [("cost.gemm_efficiency_scale", c.gemm_efficiency_scale), ("cost.attention_efficiency_scale", c.attention_efficiency_scale)]
+        {
+            if !(v > 0.0 && v <= 2.0) {
+                return fail(k, format!("must be in (0, 2], got {v}"), "1 keeps the GPU's measured kernel efficiency");
+            }
+        }
         for (k, v) in [
             ("cost.compute_efficiency", c.compute_efficiency),
             ("cost.memory_efficiency", c.memory_efficiency),
@@ -195,7 +250,7 @@ impl Scenario {
             }
         }
         match (c.model, c.step_time_ms) {
-            (CostModelKind::Roofline, Some(_)) => {
+            (CostModelKind::Roofline | CostModelKind::Kernel, Some(_)) => {
                 return fail(
                     "cost.step_time_ms",
                     "only applies to model = \"constant\" or \"exponential\"",
@@ -347,11 +402,12 @@ fn speculative(sp: &super::SpeculativeConfig, model: CostModelKind) -> Check {
         }
         _ => {}
     }
-    if model != CostModelKind::Roofline {
+    if !matches!(model, CostModelKind::Roofline | CostModelKind::Kernel) {
         return fail(
             "engine.speculative",
-            "speculative decoding needs the roofline cost model (it prices the draft steps and the wider verify pass)",
-            "set cost.model = \"roofline\", or remove [engine.speculative]",
+            "speculative decoding needs the roofline or kernel cost model (it prices the draft steps and the wider \
+             verify pass)",
+            "set cost.model = \"kernel\" (or \"roofline\"), or remove [engine.speculative]",
         );
     }
     Ok(())

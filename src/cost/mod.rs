@@ -5,10 +5,12 @@
 //! the aggregates is O(batch) at most (and O(1) for steady decode batches);
 //! evaluating them is O(1): the cost never loops over layers or tokens.
 
+mod kernel;
 mod roofline;
 mod speculative;
 mod synthetic;
 
+pub use kernel::{KernelModel, Kernels, Path as GemmPath};
 pub use roofline::{Layout, Roofline};
 pub use speculative::Speculative;
 pub use synthetic::{ConstantStep, ExponentialStep};

@@ -122,6 +122,8 @@ pub struct Roofline {
     sliding_window: Option<f64>,
     lm_flops_per_row: f64,
     lm_weight_bytes: f64,
+    /// 1 / the LM head's compute rate: it stays in BF16 in quantised checkpoints.
+    lm_inv_flops_rate: f64,
     lm_out_bytes_per_row: f64,
     tp: f64,
     allreduce_bytes_per_token: f64,
@@ -234,7 +236,9 @@ impl Roofline {
             attn_act_bytes_per_token: 2.0 * heads_per_gpu * hd * ACT,
             sliding_window: llm.sliding_window.map(|s| s as f64),
             lm_flops_per_row: 2.0 * h * v / tpf,
-            lm_weight_bytes: h * v / tpf * w,
+            // Quantised checkpoints keep the LM head in BF16 (vLLM, ModelOpt, AWQ).
+            lm_weight_bytes: h * v / tpf * w.max(2.0),
+            lm_inv_flops_rate: 1.0 / (gpu.bf16_tflops * 1e12 * ce),
             lm_out_bytes_per_row: v / tpf * 4.0,
             tp: tpf,
             allreduce_bytes_per_token: h * ACT,
@@ -253,6 +257,16 @@ impl Roofline {
         acc.flops += flops;
         acc.bytes += bytes;
         (flops * self.inv_flops_rate).max(bytes * self.inv_bw)
+    }
+
+    /// The LM head over `rows` sampled sequences (BF16 weights at the BF16 rate).
+    #[inline]
+    fn lm_head(&self, rows: f64, acc: &mut StepCost) -> f64 {
+        let flops = rows * self.lm_flops_per_row;
+        let bytes = self.lm_weight_bytes + rows * self.lm_out_bytes_per_row;
+        acc.flops += flops;
+        acc.bytes += bytes;
+        (flops * self.lm_inv_flops_rate).max(bytes * self.inv_bw)
     }
 
     /// GEMMs, all-reduces and all-to-alls of one layer for `t` tokens: (time, flops, bytes).
@@ -356,9 +370,7 @@ impl StepCostModel for Roofline {
             let mut cost = StepCost { time: 0.0, flops: layer.flops * self.layers, bytes: layer.bytes * self.layers };
             let mut time = lt * self.layers;
             if b.logits > 0 {
-                let r = b.logits as f64;
-                time +=
-                    self.op(r * self.lm_flops_per_row, self.lm_weight_bytes + r * self.lm_out_bytes_per_row, &mut cost);
+                time += self.lm_head(b.logits as f64, &mut cost);
             }
             cost.time = time + self.step_overhead + self.per_request_overhead * b.new_requests as f64;
             return cost;
@@ -378,8 +390,7 @@ impl StepCostModel for Roofline {
             let r = b.logits as f64;
             let (slots, rs) = if m == 1.0 { (1.0, r) } else { (m.min(r), r / m.min(r)) };
             let mut lm = StepCost::default();
-            time += slots
-                * self.op(rs * self.lm_flops_per_row, self.lm_weight_bytes + rs * self.lm_out_bytes_per_row, &mut lm);
+            time += slots * self.lm_head(rs, &mut lm);
             cost.flops += lm.flops * slots * self.inv_pp;
             cost.bytes += lm.bytes * slots * self.inv_pp;
         }

@@ -33,12 +33,17 @@ mod queue;
 pub use kv::blocks_for;
 pub use queue::WaitQueue;
 
+use crate::config::Admission;
 use crate::cost::{StepBatch, StepCost, StepCostModel};
 use crate::metrics::{LogHistogram, RequestRecord, Status};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 const NIL: u32 = u32::MAX;
+
+/// SGLang clips a request's expected new tokens at this many when reserving
+/// room for them (python/sglang/srt/managers/schedule_policy.py CLIP_MAX_NEW_TOKENS).
+const SGLANG_CLIP_NEW_TOKENS: u32 = 4096;
 
 /// Tokens per prefix block of the Mooncake trace's `hash_ids`.
 const HASH_BLOCK: u64 = 512;
@@ -86,6 +91,15 @@ pub struct EngineParams {
     pub swap_blocks: u64,
     /// Swap preemption: time to copy one block between host and GPU, s.
     pub swap_block_time: f64,
+    /// What a waiting request must find free in the KV cache to be admitted.
+    pub admission: crate::config::Admission,
+    /// Which running sequence is preempted when blocks run out.
+    pub victim: crate::config::Victim,
+    /// Preempted requests go back to the tail of the waiting queue (else the head).
+    pub preempted_to_back: bool,
+    /// `admission = "reserve"`: (starting, floor) fraction of the running
+    /// requests' remaining output reserved, and its fall per decode step.
+    pub new_token_ratio: (f64, f64, f64),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +140,9 @@ struct Seq {
     extra_held: bool,
     /// Preemptions before this admission (selects the acceptance draws).
     salt: u32,
+    /// `admission = "max-length"`: blocks the sequence holds at its end
+    /// (prompt + output); the part not yet used sits in the replica's reserve.
+    resv_final: u32,
 }
 
 /// Time-integrated statistics of one replica over the measurement window.
@@ -241,6 +258,18 @@ pub struct Replica<C> {
     /// Blocks copied to or from the host in the step being planned.
     swap_step: u64,
     dec_ctx: u64,
+    /// Blocks reserved for the future growth of admitted sequences
+    /// (`admission = "max-length"`); not free, not yet used.
+    reserved: u64,
+    /// Σ (output − generated at decode join + d0) over decoding sequences:
+    /// their remaining output is this − n_dec × d (`admission = "reserve"`).
+    dec_rem_base: u64,
+    /// `admission = "reserve"`: fraction of running requests' remaining
+    /// output counted as still needed (SGLang's new_token_ratio).
+    ratio: f64,
+    /// `admission = "reserve"`: blocks promised to requests admitted in the
+    /// step being planned (their whole remaining output).
+    step_promised: u64,
     phase_count: Vec<u32>,
     finish: BinaryHeap<Reverse<(u64, u32, u32)>>,
     joiners: Vec<u32>,
@@ -340,6 +369,10 @@ impl<C: StepCostModel> Replica<C> {
             host_used: 0,
             swap_step: 0,
             dec_ctx: 0,
+            reserved: 0,
+            dec_rem_base: 0,
+            ratio: p.new_token_ratio.0,
+            step_promised: 0,
             phase_count: vec![0; p.block_size as usize],
             finish: BinaryHeap::new(),
             joiners: Vec::new(),
@@ -385,9 +418,10 @@ impl<C: StepCostModel> Replica<C> {
     pub fn batch_size(&self) -> u32 {
         if self.busy { self.step_batch.decode_seqs + self.step_batch.prefill_seqs } else { 0 }
     }
-    /// KV blocks in use.
+    /// KV blocks in use (held by sequences or cached; not counting blocks
+    /// only reserved for future growth).
     pub fn used_blocks(&self) -> u64 {
-        self.p.num_blocks - self.free_blocks
+        self.p.num_blocks - self.free_blocks - self.reserved
     }
     /// The engine limits.
     pub fn params(&self) -> &EngineParams {
@@ -681,6 +715,7 @@ impl<C: StepCostModel> Replica<C> {
             self.n_dec_class[s.class as usize] -= 1;
         }
         self.dec_ctx -= kv;
+        self.dec_rem_base -= (s.output - s.generated) as u64 + s.d0;
         if let Some(pos) = self.joiners.iter().position(|&j| j == i) {
             self.joiners.swap_remove(pos);
         }
@@ -689,6 +724,76 @@ impl<C: StepCostModel> Replica<C> {
         }
         self.extra_pending -= s.extra as u64;
         blocks_for(kv, self.p.block_size)
+    }
+
+    /// Returns to the free pool what sequence `i` reserved and did not use
+    /// (`admission = "max-length"`), when it leaves holding `held` blocks.
+    fn drop_reservation(&mut self, i: u32, held: u64) {
+        let r = self.slots[i as usize].resv_final as u64;
+        if r > 0 {
+            let left = r.saturating_sub(held).min(self.reserved);
+            self.reserved -= left;
+            self.free_blocks += left;
+            self.slots[i as usize].resv_final = 0;
+        }
+    }
+
+    /// Takes `n` blocks for sequences that grow: from the reserve first, then free blocks.
+    #[inline]
+    fn take_growth(&mut self, n: u64) {
+        let from_reserve = n.min(self.reserved);
+        self.reserved -= from_reserve;
+        self.take_blocks(n - from_reserve);
+    }
+
+    /// The running sequence to preempt: the newest, or (SGLang) the decoding
+    /// sequence with the fewest generated tokens, ties to the longest prompt.
+    fn victim(&self, sinks: &Sinks) -> u32 {
+        if self.p.victim == crate::config::Victim::Newest || self.n_dec == 0 {
+            return self.tail;
+        }
+        let mut best = (u32::MAX, 0u32, self.tail);
+        let mut i = self.head;
+        while i != NIL {
+            let s = &self.slots[i as usize];
+            if s.phase == Phase::Decode {
+                let key = (self.generated_now(s), sinks.records[s.req as usize].prompt);
+                if key.0 < best.0 || (key.0 == best.0 && key.1 > best.1) {
+                    best = (key.0, key.1, i);
+                }
+            }
+            i = s.next;
+        }
+        best.2
+    }
+
+    /// Remaining output tokens of the running requests (`admission = "reserve"`).
+    fn running_remaining(&self) -> u64 {
+        let dec = self.dec_rem_base.saturating_sub(self.n_dec as u64 * self.d);
+        let pre: u64 = self
+            .prefilling
+            .iter()
+            .map(|&j| {
+                let s = &self.slots[j as usize];
+                (s.output - s.generated) as u64
+            })
+            .sum();
+        dec + pre
+    }
+
+    /// SGLang's new ratio after a retraction: (generated + 20 × running) /
+    /// (requested + 1) over the requests still running, at most 1.
+    fn ratio_after_retraction(&self) -> f64 {
+        let (mut generated, mut req, mut n) = (0u64, 0u64, 0u64);
+        let mut i = self.head;
+        while i != NIL {
+            let s = &self.slots[i as usize];
+            generated += self.generated_now(s) as u64;
+            req += s.output as u64;
+            n += 1;
+            i = s.next;
+        }
+        ((generated + 20 * n) as f64 / (req + 1) as f64).min(1.0)
     }
 
     /// Preempts running sequence `i` (recompute).
@@ -721,6 +826,7 @@ impl<C: StepCostModel> Replica<C> {
             Phase::Free => unreachable!("preempting a free slot"),
         };
         let rec = sinks.records[s.req as usize];
+        self.drop_reservation(i, freed);
         self.return_blocks(s.req, &rec, s.shared, freed, kv);
         self.unlink(i);
         self.release(i);
@@ -751,16 +857,21 @@ impl<C: StepCostModel> Replica<C> {
         // tokens to recompute) and the rest of its output again.
         let after = r.prompt as u64 + r.output as u64;
         self.pending_tokens += after - before;
-        self.waiting.push_front(s.req);
+        if self.p.preempted_to_back && !self.waiting.is_keyed() {
+            self.waiting.push_back(s.req, 0.0);
+        } else {
+            self.waiting.push_front(s.req);
+        }
     }
 
-    /// Makes room for this decode step's new blocks, preempting from the tail.
+    /// Makes room for this decode step's new blocks, preempting sequences
+    /// (the newest, or as `victim` says) until the rest fit.
     fn reserve_decode_blocks(&mut self, now: f64, sinks: &mut Sinks) -> bool {
         let mut preempted = false;
         while self.n_dec > 0 {
             let need = self.phase_count[self.d_mod as usize] as u64 + self.extra_pending;
-            if need <= self.free_blocks {
-                self.take_blocks(need);
+            if need <= self.free_blocks + self.reserved {
+                self.take_growth(need);
                 if self.extra_pending > 0 {
                     self.extra_pending = 0;
                     for k in 0..self.joiners.len() {
@@ -770,9 +881,12 @@ impl<C: StepCostModel> Replica<C> {
                 }
                 break;
             }
-            let victim = self.tail;
+            let victim = self.victim(sinks);
             self.preempt(now, victim, sinks);
             preempted = true;
+        }
+        if preempted && self.p.admission == crate::config::Admission::Reserve {
+            self.ratio = self.ratio_after_retraction();
         }
         preempted
     }
@@ -838,13 +952,39 @@ impl<C: StepCostModel> Replica<C> {
         if chunk == 0 || (whole && chunk < target - skip) {
             return false;
         }
-        let need = blocks_for((skip + chunk) as u64, bs) - hits as u64;
+        let need_chunk = blocks_for((skip + chunk) as u64, bs) - hits as u64;
+        let prompt_blocks = blocks_for(target as u64, bs) - hits as u64;
+        // Blocks taken now, moved to the reserve for later growth, and
+        // required free on top of both (see `config::Admission`).
+        let (need, reserve, headroom) = match self.p.admission {
+            Admission::Chunk => (need_chunk, 0, 0),
+            // vLLM V0: the whole prompt's blocks are allocated at admission.
+            Admission::Prompt => (prompt_blocks, 0, 0),
+            // TensorRT-LLM GUARANTEED_NO_EVICT: the prompt now, the output reserved.
+            Admission::MaxLength => {
+                let last = (r.prompt + r.output).saturating_sub(1).max(target) as u64;
+                (prompt_blocks, blocks_for(last, bs) - blocks_for(target as u64, bs), 0)
+            }
+            // SGLang: prompt and (clipped) output must fit beside the running
+            // requests' expected needs and this step's earlier admissions.
+            Admission::Reserve => {
+                let out = (r.output - r.generated.min(r.output)).min(SGLANG_CLIP_NEW_TOKENS) as u64;
+                let running = (self.ratio * self.running_remaining() as f64 / bs as f64).ceil() as u64;
+                let rest = (prompt_blocks + blocks_for(out, bs)).saturating_sub(need_chunk);
+                (need_chunk, 0, rest + running + self.step_promised)
+            }
+        };
         // A new request is admitted only if the free-block watermark remains
         // (room for running sequences to grow without preempting at once);
         // an idle replica waives it, so every request can eventually run.
         let watermark = if self.n_running > 0 { self.p.watermark_blocks } else { 0 };
-        if need + unused_hits + watermark > self.free_blocks {
+        let headroom = if self.n_running > 0 { headroom } else { 0 };
+        if need + reserve + unused_hits + watermark + headroom > self.free_blocks {
             return false;
+        }
+        if self.p.admission == Admission::Reserve {
+            let out = (r.output - r.generated.min(r.output)).min(SGLANG_CLIP_NEW_TOKENS) as u64;
+            self.step_promised += blocks_for(out, bs);
         }
         self.touch(now);
         self.waiting.pop_front();
@@ -854,6 +994,10 @@ impl<C: StepCostModel> Replica<C> {
         }
         self.free_blocks -= unused_hits;
         self.take_blocks(need);
+        if reserve > 0 {
+            self.take_blocks(reserve);
+            self.reserved += reserve;
+        }
         if self.p.prefix_caching {
             if r.preemptions == 0 {
                 self.stats.prefix_query_tokens += r.prompt as u64;
@@ -874,6 +1018,9 @@ impl<C: StepCostModel> Replica<C> {
         }
         let last = if r.last_token.is_nan() { r.first_token } else { r.last_token };
         let i = self.start_seq(req, r, sinks.warmup, target, skip, (need + hits as u64) as u32, hits, last);
+        if reserve > 0 {
+            self.slots[i as usize].resv_final = (need + hits as u64 + reserve) as u32;
+        }
         self.prefilling.push(i);
         self.push_chunk(i, chunk);
         true
@@ -919,6 +1066,7 @@ impl<C: StepCostModel> Replica<C> {
             extra: 0,
             extra_held: false,
             salt: r.preemptions,
+            resv_final: 0,
         });
         self.link_tail(i);
         self.step_batch.new_requests += 1;
@@ -946,8 +1094,11 @@ impl<C: StepCostModel> Replica<C> {
         loop {
             if self.n_running == 0 && self.waiting.is_empty() {
                 self.busy = false;
+                // SGLang resets its ratio whenever the scheduler goes idle.
+                self.ratio = self.p.new_token_ratio.0;
                 return None;
             }
+            self.step_promised = 0;
             self.step_batch = StepBatch::default();
             self.chunks.clear();
             self.step_decodes = false;
@@ -983,14 +1134,14 @@ impl<C: StepCostModel> Replica<C> {
                     let mut c = (s.target - s.computed).min(budget).min(self.p.max_chunk);
                     let bs = self.p.block_size as u64;
                     let have = s.blocks as u64;
-                    let need = blocks_for((s.computed + c) as u64, self.p.block_size) - have;
+                    let need = blocks_for((s.computed + c) as u64, self.p.block_size).saturating_sub(have);
                     if need > self.free_blocks {
                         c = ((have + self.free_blocks) * bs - s.computed as u64) as u32;
                         if c == 0 {
                             continue;
                         }
                     }
-                    let need = blocks_for((s.computed + c) as u64, self.p.block_size) - have;
+                    let need = blocks_for((s.computed + c) as u64, self.p.block_size).saturating_sub(have);
                     self.take_blocks(need);
                     self.slots[i as usize].blocks += need as u32;
                     self.push_chunk(i, c);
@@ -1080,11 +1231,16 @@ impl<C: StepCostModel> Replica<C> {
         if self.d_mod + 1 == self.p.block_size { 0 } else { self.d_mod + 1 }
     }
 
-    /// Advances the decode-step counter and its phase.
+    /// Advances the decode-step counter and its phase (after a decode step),
+    /// and lets SGLang's reserve ratio decay one step towards its floor.
     #[inline]
     fn advance_d(&mut self) {
         self.d += 1;
         self.d_mod = self.next_mod();
+        if self.p.admission == Admission::Reserve {
+            let (_, floor, decay) = self.p.new_token_ratio;
+            self.ratio = (self.ratio - decay).max(floor);
+        }
     }
 
     /// Start of the step in flight (the end of the previous one).
@@ -1120,7 +1276,7 @@ impl<C: StepCostModel> Replica<C> {
                 && (self.waiting.is_empty() || (self.p.chunked_prefill && self.n_running >= self.p.max_num_seqs))
                 && self.extra_pending == 0
                 && self.finish.peek().is_none_or(|Reverse(e)| e.0 > self.d + 1)
-                && (self.phase_count[self.next_mod() as usize] as u64) <= self.free_blocks;
+                && (self.phase_count[self.next_mod() as usize] as u64) <= self.free_blocks + self.reserved;
             if !steady || end >= horizon {
                 return end;
             }
@@ -1138,7 +1294,7 @@ impl<C: StepCostModel> Replica<C> {
             self.advance_d();
             self.dec_ctx += self.n_dec as u64;
             // Plan the next one: every sequence decodes one more token.
-            self.take_blocks(self.phase_count[self.d_mod as usize] as u64);
+            self.take_growth(self.phase_count[self.d_mod as usize] as u64);
             self.step_batch = StepBatch {
                 decode_seqs: self.n_dec,
                 decode_ctx_tokens: (self.dec_ctx + self.n_dec as u64) as f64,
@@ -1241,6 +1397,7 @@ impl<C: StepCostModel> Replica<C> {
                 // Prefill pool: the request leaves for a decode pool; its KV
                 // blocks stay until the transfer is over.
                 self.touch(t_end);
+                self.drop_reservation(i, s.blocks as u64);
                 self.unlink(i);
                 self.release(i);
                 self.pending_tokens -= (s.output - s.generated) as u64;
@@ -1294,6 +1451,7 @@ impl<C: StepCostModel> Replica<C> {
         } else {
             (0, 0)
         };
+        self.dec_rem_base += left as u64 + self.d;
         let finish_at = self.d + if units > 0 { units } else { left } as u64 - 1;
         let sm = &mut self.slots[i as usize];
         sm.phase = Phase::Decode;
@@ -1309,6 +1467,7 @@ impl<C: StepCostModel> Replica<C> {
 
     fn complete(&mut self, t: f64, i: u32, blocks: u64, kv: u64, generated: u32, sinks: &mut Sinks) {
         self.touch(t);
+        self.drop_reservation(i, blocks);
         let (req, shared) = (self.slots[i as usize].req, self.slots[i as usize].shared);
         let rec = sinks.records[req as usize];
         self.return_blocks(req, &rec, shared, blocks, kv);
@@ -1341,7 +1500,7 @@ impl<C: StepCostModel> Replica<C> {
         let b = &self.step_batch;
         s.batch_area += (b.decode_seqs + b.prefill_seqs) as f64 * dt;
         s.token_area += b.tokens() as f64 * dt;
-        let used = self.p.num_blocks - self.free_blocks;
+        let used = self.p.num_blocks - self.free_blocks - self.reserved;
         s.kv_area += used as f64 * dt;
         s.peak_kv_blocks = s.peak_kv_blocks.max(used);
     }
@@ -1405,7 +1564,7 @@ impl<C: StepCostModel> Replica<C> {
                 self.n_dec, self.dec_ctx
             ));
         }
-        let used = self.p.num_blocks - self.free_blocks;
+        let used = self.p.num_blocks - self.free_blocks - self.reserved;
         // During a decode step the step's new blocks are already reserved.
         let reserved = if self.busy && self.step_decodes { self.phase_count[self.d_mod as usize] as u64 } else { 0 };
         let pending: u64 = self

@@ -49,6 +49,12 @@ impl WaitQueue {
         (if self.keyed { self.heap.len() } else { self.fifo.len() }) - self.cancelled
     }
 
+    /// Whether the queue is ordered by key (else first come first served).
+    #[inline]
+    pub fn is_keyed(&self) -> bool {
+        self.keyed
+    }
+
     /// Whether nobody is waiting.
     #[inline]
     pub fn is_empty(&self) -> bool {

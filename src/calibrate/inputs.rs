@@ -1,0 +1,371 @@
+//! The measurement formats `servesim calibrate` reads, turned into a
+//! [`Problem`]:
+//!
+//! - **per-step CSV**: one engine step a row, with columns `prefill_tokens`,
+//!   `decode_seqs`, `decode_context_tokens` (summed over the decoding
+//!   sequences) and `measured_s`; optional `prefill_seqs` (default: 1 when
+//!   there are prefill tokens), `prefill_context_tokens` (cached tokens the
+//!   chunks attend to, default 0), `group` (rows that belong together in a
+//!   fold) and `label`. The model, GPU and engine come from `--scenario`.
+//! - **Splitwise profile CSV** (`model,hardware,prompt_size,batch_size,
+//!   token_size,…,prompt_time,token_time,e2e_time,tensor_parallel`, times in
+//!   ms): a prefill point and a decode point per configuration, as
+//!   `servesim validate` reads Splitwise's published file.
+//! - **`vllm bench serve` result JSON** saved with `--save-result
+//!   --save-detailed`: the run is simulated with its own requests (at their
+//!   recorded start times, or at `max_concurrency` in a closed loop, or all
+//!   at once) and the percentiles 10, 25, 50, 75, 90 of TTFT, TPOT and ITL
+//!   are fitted.
+//! - **offline-throughput table** (columns `model,gpu,precision,tp,isl,osl`
+//!   and `total_output_tok_s`, as vendors publish them): each row is
+//!   simulated as an offline run of fixed lengths.
+
+use super::{How, Point, Problem, Sim, Stat, StepSetup};
+use crate::Catalog;
+use crate::cost::StepBatch;
+use crate::error::ConfigError;
+use crate::validate::Table;
+use std::path::Path;
+
+/// The input's format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Per-step CSV.
+    Steps,
+    /// Splitwise's profile CSV.
+    Splitwise,
+    /// `vllm bench serve` result JSON.
+    BenchJson,
+    /// Offline-throughput table.
+    Offline,
+}
+
+/// Recognises a file's format from its contents.
+pub fn detect(path: &Path, text: &str) -> Result<Format, ConfigError> {
+    if text.trim_start().starts_with('{') {
+        return Ok(Format::BenchJson);
+    }
+    let header = text.lines().find(|l| !l.trim().is_empty() && !l.starts_with('#')).unwrap_or("");
+    let has = |c: &str| header.split(',').any(|h| h.trim() == c);
+    if has("prompt_time") && has("token_time") {
+        Ok(Format::Splitwise)
+    } else if has("measured_s") && has("prefill_tokens") {
+        Ok(Format::Steps)
+    } else if has("isl") && has("osl") && has("total_output_tok_s") {
+        Ok(Format::Offline)
+    } else {
+        Err(ConfigError::new("cannot tell the format of this file").file(path).hint(
+            "give a per-step CSV (prefill_tokens, decode_seqs, decode_context_tokens, measured_s), Splitwise's profile \
+             CSV, a vllm bench serve --save-detailed JSON, or an offline table (model, gpu, precision, tp, isl, osl, \
+             total_output_tok_s)",
+        ))
+    }
+}
+
+/// The model, GPU, layout, formats and `[cost]` table of a scenario, for step points.
+fn setup_of(s: &crate::config::Scenario, catalog: &Catalog) -> Result<StepSetup, ConfigError> {
+    let setup = crate::resolve(s, catalog)?;
+    let p = &setup.pools[0];
+    Ok(StepSetup {
+        llm: setup.llm.clone(),
+        gpu: p.gpu.clone(),
+        layout: p.layout,
+        dtype: s.model.dtype,
+        kv: p.kv_dtype,
+        cost: toml::Table::try_from(&p.cost).map_err(|e| ConfigError::new(e.to_string()))?,
+    })
+}
+
+fn need_scenario<'a>(
+    s: Option<&'a crate::config::LoadedScenario>,
+    what: &str,
+) -> Result<&'a crate::config::LoadedScenario, ConfigError> {
+    s.ok_or_else(|| {
+        ConfigError::new(format!("{what} needs --scenario: a scenario naming the model, GPU, tp and engine preset"))
+            .hint("e.g. servesim calibrate steps.csv --scenario scenarios/quickstart.toml")
+    })
+}
+
+/// Reads `path` into a calibration problem.
+pub fn read(
+    path: &Path,
+    catalog: &Catalog,
+    scenario: Option<&crate::config::LoadedScenario>,
+    preset: &str,
+) -> Result<Problem, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::new(format!("cannot read {}: {e}", path.display())).file(path))?;
+    match detect(path, &text)? {
+        Format::Steps => steps(path, &text, catalog, need_scenario(scenario, "a per-step CSV")?),
+        Format::Splitwise => splitwise(&text, catalog, scenario, preset),
+        Format::BenchJson => bench_json(path, &text, need_scenario(scenario, "a vllm bench serve result")?),
+        Format::Offline => offline(&text, catalog, preset),
+    }
+}
+
+fn steps(
+    path: &Path,
+    text: &str,
+    catalog: &Catalog,
+    s: &crate::config::LoadedScenario,
+) -> Result<Problem, ConfigError> {
+    let t = Table::parse(text, &path.display().to_string());
+    let setup = setup_of(&s.scenario, catalog)?;
+    let has = |c: &str| t.header.iter().any(|h| h == c);
+    let mut points = Vec::new();
+    for (i, r) in t.rows.iter().enumerate() {
+        let line = i + 2;
+        let num = |c: &str, default: Option<f64>| -> Result<f64, ConfigError> {
+            if !has(c) {
+                return default.ok_or_else(|| ConfigError::new(format!("column `{c}` is missing")).file(path));
+            }
+            let v = t.num(r, c);
+            if v.is_finite() && v >= 0.0 {
+                Ok(v)
+            } else {
+                Err(ConfigError::new(format!("line {line}: `{c}` must be a number >= 0, got {:?}", t.get(r, c)))
+                    .file(path)
+                    .hint("fix the value or remove the row"))
+            }
+        };
+        let pt = num("prefill_tokens", None)?;
+        let ds = num("decode_seqs", None)?;
+        let dc = num("decode_context_tokens", Some(0.0))?;
+        let ps = num("prefill_seqs", Some(if pt > 0.0 { 1.0 } else { 0.0 }))?;
+        let pc = num("prefill_context_tokens", Some(0.0))?;
+        let m = num("measured_s", None)?;
+        if m <= 0.0 || (pt == 0.0 && ds == 0.0) {
+            return Err(ConfigError::new(format!("line {line}: a step needs work and a positive measured_s"))
+                .file(path)
+                .hint("remove empty steps"));
+        }
+        // Chunks of equal length, each attending to its share of cached context.
+        let per = if ps > 0.0 { pt / ps } else { 0.0 };
+        let pairs = ps * (per * (pc / ps.max(1.0)) + per * (per + 1.0) / 2.0);
+        let batch = StepBatch {
+            prefill_tokens: pt as u64,
+            prefill_seqs: ps as u32,
+            prefill_attn_pairs: pairs,
+            prefill_ctx_tokens: pc,
+            decode_seqs: ds as u32,
+            decode_ctx_tokens: dc,
+            logits: ps as u32 + ds as u32,
+            new_requests: ps as u32,
+            ..Default::default()
+        };
+        let label = if has("label") { t.get(r, "label").to_string() } else { format!("line {line}") };
+        let group = if has("group") { t.get(r, "group").to_string() } else { format!("row{i}") };
+        points.push(Point { label, group, measured: m * 1e3, how: How::Step { setup: 0, batch } });
+    }
+    Ok(Problem { setups: vec![setup], sims: Vec::new(), points, skipped: Vec::new() })
+}
+
+fn splitwise(
+    text: &str,
+    catalog: &Catalog,
+    scenario: Option<&crate::config::LoadedScenario>,
+    preset: &str,
+) -> Result<Problem, ConfigError> {
+    use std::collections::BTreeMap;
+    let t = Table::parse(text, "Splitwise profile");
+    type Reps = Vec<(f64, f64, f64)>;
+    let mut groups: BTreeMap<(String, String, u32, u32, u32, u32), Reps> = BTreeMap::new();
+    let mut skipped = Vec::new();
+    for r in &t.rows {
+        let key = (
+            t.get(r, "model").to_string(),
+            t.get(r, "hardware").to_string(),
+            t.num(r, "tensor_parallel") as u32,
+            t.num(r, "prompt_size") as u32,
+            t.num(r, "batch_size") as u32,
+            t.num(r, "token_size") as u32,
+        );
+        groups.entry(key).or_default().push((t.num(r, "prompt_time"), t.num(r, "token_time"), t.num(r, "e2e_time")));
+    }
+    let mut setups: Vec<(String, String, u32)> = Vec::new();
+    let mut setup_specs = Vec::new();
+    let mut points = Vec::new();
+    let mean = |v: Vec<f64>| v.iter().sum::<f64>() / v.len() as f64;
+    for ((model, hw, tp, p, b, out), reps) in &groups {
+        let Some(llm) = catalog.model(model) else {
+            if !skipped.iter().any(|s: &String| s.starts_with(model.as_str())) {
+                skipped.push(format!("{model}: not in the catalogue (add models/llm/<name>.toml with alias \"{model}\")"));
+            }
+            continue;
+        };
+        let gpu_name = scenario.map(|s| s.scenario.hardware.gpu.clone()).unwrap_or_else(|| hw.clone());
+        let idx = match setups.iter().position(|s| s.0 == *model && s.1 == *hw && s.2 == *tp) {
+            Some(i) => i,
+            None => {
+                let text = format!(
+                    "num_requests = 1\n[model]\nname = \"{}\"\n[hardware]\ngpu = \"{gpu_name}\"\ntp = {tp}\n[engine]\npreset = \"{preset}\"\n\
+                     max_model_len = 2048\n[workload]\nrate = 1\nprompt_tokens = {{ dist = \"fixed\", value = 16 }}\n\
+                     output_tokens = {{ dist = \"fixed\", value = 16 }}\n",
+                    llm.key
+                );
+                let cat = std::sync::Arc::new(catalog.clone());
+                let loaded = crate::config::load_scenario_str_with(&text, Path::new("splitwise.toml"), &[], &cat)?;
+                setup_specs.push(setup_of(&loaded.scenario, catalog)?);
+                setups.push((model.clone(), hw.clone(), *tp));
+                setups.len() - 1
+            }
+        };
+        let group = format!("{model} {hw} tp{tp}");
+        let pt = mean(reps.iter().map(|r| r.0).collect());
+        let tt = mean(reps.iter().map(|r| r.1).collect());
+        let e2e = mean(reps.iter().map(|r| r.2).collect());
+        let n = (((e2e - pt) / tt).round() + 1.0).clamp(1.0, *out as f64);
+        if !points.iter().any(|q: &Point| q.label == format!("{group} prefill b={b} p={p}")) {
+            points.push(Point {
+                label: format!("{group} prefill b={b} p={p}"),
+                group: group.clone(),
+                measured: pt,
+                how: How::Step { setup: idx, batch: crate::validate::prefill_step(*b, *p) },
+            });
+        }
+        points.push(Point {
+            label: format!("{group} decode b={b} p={p} out={out}"),
+            group,
+            measured: tt,
+            how: How::Step { setup: idx, batch: crate::validate::decode_step(*b, *p as f64 + n / 2.0) },
+        });
+    }
+    Ok(Problem { setups: setup_specs, sims: Vec::new(), points, skipped })
+}
+
+/// Per-request TTFT, TPOT and pooled ITL (ms) of a vLLM result.
+fn bench_latencies(doc: &serde_json::Value) -> Option<(Vec<f64>, Vec<f64>, Vec<f64>)> {
+    let ttfts = doc.get("ttfts")?.as_array()?;
+    let itls = doc.get("itls")?.as_array()?;
+    let mut ttft = Vec::new();
+    let mut tpot = Vec::new();
+    let mut itl = Vec::new();
+    for (t, l) in ttfts.iter().zip(itls) {
+        let Some(t) = t.as_f64().filter(|t| *t > 0.0) else { continue };
+        ttft.push(t * 1e3);
+        let gaps: Vec<f64> = l.as_array().map(|a| a.iter().filter_map(|x| x.as_f64()).collect()).unwrap_or_default();
+        if !gaps.is_empty() {
+            tpot.push(gaps.iter().sum::<f64>() / gaps.len() as f64 * 1e3);
+            itl.extend(gaps.iter().map(|g| g * 1e3));
+        }
+    }
+    Some((ttft, tpot, itl))
+}
+
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    crate::metrics::stats::percentile_sorted(v, p)
+}
+
+fn bench_json(path: &Path, text: &str, s: &crate::config::LoadedScenario) -> Result<Problem, ConfigError> {
+    let doc: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| ConfigError::new(format!("cannot read the result JSON: {e}")).file(path))?;
+    let (mut ttft, mut tpot, mut itl) = bench_latencies(&doc).ok_or_else(|| {
+        ConfigError::new("the result has no per-request ttfts and itls")
+            .file(path)
+            .hint("save the run with vllm bench serve --save-result --save-detailed")
+    })?;
+    let n = doc.get("input_lens").and_then(|v| v.as_array()).map_or(0, |a| a.len());
+    if n == 0 || ttft.len() < 10 {
+        return Err(ConfigError::new("the result holds fewer than 10 completed requests")
+            .file(path)
+            .hint("calibrate on a run of at least a few hundred requests"));
+    }
+    let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let file = abs.display().to_string().replace('\\', "/");
+    let concurrency = doc.get("max_concurrency").and_then(|v| v.as_f64()).filter(|c| *c > 0.0);
+    let has_times = doc.get("start_times").and_then(|v| v.as_array()).is_some_and(|a| !a.is_empty());
+    let rate = doc.get("request_rate").and_then(|v| v.as_f64()).filter(|r| r.is_finite() && *r > 0.0);
+    let lengths = format!("lengths = {{ file = \"{file}\", format = \"vllm-json\" }}\n");
+    let workload = if let Some(c) = concurrency {
+        // --max-concurrency: a closed loop of that many clients.
+        format!("arrival = \"closed-loop\"\nclosed_loop = {{ users = {c} }}\n{lengths}")
+    } else if has_times {
+        // The recorded start times.
+        format!("arrival = \"trace\"\ntrace = {{ file = \"{file}\", format = \"vllm-json\" }}\n")
+    } else if let Some(r) = rate {
+        format!("arrival = \"poisson\"\nrate = {r}\n{lengths}")
+    } else {
+        // --request-rate inf: every request at once.
+        format!("arrival = \"offline\"\n{lengths}")
+    };
+    let mut table = s.table();
+    for k in ["workload", "num_requests", "duration_s", "warmup_s", "sweep", "plan", "baseline"] {
+        table.remove(k);
+    }
+    table.insert("num_requests".into(), toml::Value::Integer(n as i64));
+    let text = format!("{}\n[workload]\n{workload}on_too_long = \"clip\"\n", toml::to_string(&table).unwrap_or_default());
+    let mut points = Vec::new();
+    for (name, v, stat) in [
+        ("TTFT", &mut ttft, Stat::Ttft as fn(f64) -> Stat),
+        ("TPOT", &mut tpot, Stat::Tpot as fn(f64) -> Stat),
+        ("ITL", &mut itl, Stat::Itl as fn(f64) -> Stat),
+    ] {
+        if v.len() < 10 {
+            continue;
+        }
+        for p in [10.0, 25.0, 50.0, 75.0, 90.0] {
+            let stat = stat(p);
+            points.push(Point {
+                label: format!("{name} p{p}"),
+                group: name.to_string(),
+                measured: percentile(v, p),
+                how: How::Sim { sim: 0, stat },
+            });
+        }
+    }
+    Ok(Problem {
+        setups: Vec::new(),
+        sims: vec![Sim { name: path.display().to_string(), text }],
+        points,
+        skipped: Vec::new(),
+    })
+}
+
+fn offline(text: &str, catalog: &Catalog, preset: &str) -> Result<Problem, ConfigError> {
+    let t = Table::parse(text, "offline table");
+    let mut sims = Vec::new();
+    let mut points = Vec::new();
+    let mut skipped = Vec::new();
+    for r in &t.rows {
+        let model = t.get(r, "model");
+        let gpu_name = t.get(r, "gpu");
+        let (Some(llm), Some(gpu)) = (catalog.model(model), catalog.gpu(gpu_name)) else {
+            skipped.push(format!("{model} on {gpu_name}: not in the catalogue"));
+            continue;
+        };
+        let fp8 = t.get(r, "precision").eq_ignore_ascii_case("fp8");
+        let (tp, isl, osl) = (t.num(r, "tp") as u32, t.num(r, "isl") as u32, t.num(r, "osl") as u32);
+        let (bs, tok) = crate::validate::trtllm_bench_settings(
+            &llm.spec,
+            tp,
+            gpu.spec.memory_gib.max(gpu.spec.memory_gb),
+            fp8,
+            isl as f64,
+            osl as f64,
+        );
+        let n = (200_000 / (isl + osl)).clamp(200, 3000);
+        let text = format!(
+            "num_requests = {n}\nseed = 1\n[model]\nname = \"{}\"\ndtype = \"{}\"\n[hardware]\ngpu = \"{}\"\ntp = {tp}\n\
+             [engine]\npreset = \"{preset}\"\nmax_num_seqs = {bs}\nmax_num_batched_tokens = {tok}\nmax_model_len = {}\n\
+             [workload]\narrival = \"offline\"\nprompt_tokens = {{ dist = \"fixed\", value = {isl} }}\n\
+             output_tokens = {{ dist = \"fixed\", value = {osl} }}\n",
+            llm.key,
+            if fp8 { "fp8" } else { "bf16" },
+            gpu.key,
+            (isl + osl).min(llm.spec.max_context),
+        );
+        if isl + osl > llm.spec.max_context {
+            skipped.push(format!("{model} {isl}/{osl}: longer than the model's context"));
+            continue;
+        }
+        sims.push(Sim { name: format!("{model} {gpu_name} tp{tp} {isl}/{osl}"), text });
+        points.push(Point {
+            label: format!("{model} {gpu_name} {} tp{tp} {isl}/{osl}", t.get(r, "precision")),
+            group: format!("{model} {gpu_name} tp{tp}"),
+            measured: t.num(r, "total_output_tok_s"),
+            how: How::Sim { sim: sims.len() - 1, stat: Stat::OutputThroughput },
+        });
+    }
+    Ok(Problem { setups: Vec::new(), sims, points, skipped })
+}

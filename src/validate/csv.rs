@@ -1,0 +1,75 @@
+//! A small reader for the shipped reference tables: comma-separated, a
+//! header line, `#` comment lines before it, fields optionally in double
+//! quotes (a doubled quote inside is one quote).
+
+/// A parsed table.
+#[derive(Debug, Clone)]
+pub struct Table {
+    /// Column names.
+    pub header: Vec<String>,
+    /// Rows of fields, as text.
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// Parses `text`; `name` is used in panics about malformed shipped data.
+    pub fn parse(text: &str, name: &str) -> Table {
+        let mut lines = text.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#'));
+        let header = split(lines.next().unwrap_or_else(|| panic!("{name}: no header")));
+        let rows: Vec<Vec<String>> = lines.map(split).collect();
+        for (i, r) in rows.iter().enumerate() {
+            assert_eq!(r.len(), header.len(), "{name}: row {} has {} fields, header {}", i + 1, r.len(), header.len());
+        }
+        Table { header, rows }
+    }
+
+    /// Index of column `name`.
+    pub fn col(&self, name: &str) -> usize {
+        self.header.iter().position(|h| h == name).unwrap_or_else(|| panic!("column {name} missing"))
+    }
+
+    /// Field `name` of row `r`.
+    pub fn get<'a>(&self, r: &'a [String], name: &str) -> &'a str {
+        &r[self.col(name)]
+    }
+
+    /// Field `name` of row `r` as a number (NaN when empty or not a number).
+    pub fn num(&self, r: &[String], name: &str) -> f64 {
+        self.get(r, name).trim().parse().unwrap_or(f64::NAN)
+    }
+}
+
+/// Splits one CSV line into fields.
+fn split(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' if quoted && chars.peek() == Some(&'"') => {
+                cur.push('"');
+                chars.next();
+            }
+            '"' => quoted = !quoted,
+            ',' if !quoted => out.push(std::mem::take(&mut cur)),
+            _ => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out.into_iter().map(|s| s.trim().to_string()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes_comments_and_numbers() {
+        let t = Table::parse("# a comment\nname,value\n\"a, b\",3\n\"say \"\"hi\"\"\",x\n", "t");
+        assert_eq!(t.rows[0][0], "a, b");
+        assert_eq!(t.num(&t.rows[0], "value"), 3.0);
+        assert_eq!(t.rows[1][0], "say \"hi\"");
+        assert!(t.num(&t.rows[1], "value").is_nan());
+    }
+}

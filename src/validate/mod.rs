@@ -1,0 +1,261 @@
+//! `servesim validate`: every reference data set shipped in `validation/`,
+//! predicted and compared with what was measured.
+//!
+//! Each data set is a list of rows (one measured quantity each: a kernel
+//! time, a KV capacity, a step time, a throughput, a TTFT or TPOT median),
+//! predicted by the cost model, the memory plan or a whole simulation with
+//! the engine profile that matches the measurement. The result says, per
+//! data set, the median and worst relative error and the bias, and whether
+//! anything in the model was fitted to that data set (then its error is an
+//! in-sample fit, not a validation). `docs/fidelity.md` discusses the table.
+//!
+//! The data are compiled into the binary (`validation/data/`, with their
+//! licences and provenance in `validation/README.md`), so `validate` runs
+//! anywhere and gives the same numbers on every machine.
+
+mod csv;
+mod kernels;
+mod memory;
+mod serving;
+mod steps;
+
+pub use csv::Table;
+pub use serving::{simulate, trtllm_bench_settings};
+pub use steps::{decode_step, prefill_step};
+
+use crate::Catalog;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+/// One measured quantity and its prediction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    /// What was measured (set-up and quantity), unique within the data set.
+    pub id: String,
+    /// The quantity: `ms`, `tokens`, `tok/s`, `ttft_median_ms`, ...
+    pub metric: String,
+    /// The measured value.
+    pub measured: f64,
+    /// servesim's prediction.
+    pub predicted: f64,
+    /// Why the row is left out of the statistics, if it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub excluded: Option<String>,
+}
+
+impl Row {
+    /// A row that counts.
+    pub fn new(id: impl Into<String>, metric: &str, measured: f64, predicted: f64) -> Row {
+        Row { id: id.into(), metric: metric.into(), measured, predicted, excluded: None }
+    }
+
+    /// Relative error (predicted − measured) / measured.
+    pub fn error(&self) -> f64 {
+        (self.predicted - self.measured) / self.measured
+    }
+}
+
+/// Median, worst and bias of a set of relative errors.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Stats {
+    /// Rows counted.
+    pub n: usize,
+    /// Median |error|.
+    pub median_abs: f64,
+    /// Largest |error|.
+    pub worst_abs: f64,
+    /// Median signed error (negative: servesim predicts too little).
+    pub bias: f64,
+}
+
+impl Stats {
+    /// Statistics of relative errors.
+    pub fn of(errors: &[f64]) -> Stats {
+        if errors.is_empty() {
+            return Stats::default();
+        }
+        let abs: Vec<f64> = errors.iter().map(|e| e.abs()).collect();
+        Stats {
+            n: errors.len(),
+            median_abs: median(&abs),
+            worst_abs: abs.iter().cloned().fold(0.0, f64::max),
+            bias: median(errors),
+        }
+    }
+}
+
+/// The median of a slice (the mean of the middle two for an even count).
+pub fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        0.5 * (s[n / 2 - 1] + s[n / 2])
+    }
+}
+
+/// How a data set relates to the model's parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    /// Nothing in the prediction was fitted to this data: a validation.
+    HeldOut,
+    /// Some constants were fitted to this data: the error is a fit.
+    InSample,
+}
+
+/// One reference data set and its predictions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Dataset {
+    /// Short key (`splitwise`, `gpustack-serve`, ...).
+    pub key: String,
+    /// What was measured, by whom, on what.
+    pub title: String,
+    /// The file(s) in `validation/data/` and their origin.
+    pub source: String,
+    /// How servesim predicts it (engine profile, cost model, simulation).
+    pub method: String,
+    /// Whether constants were fitted to it.
+    pub role: Role,
+    /// What was fitted to it, or what held-out means here.
+    pub note: String,
+    /// The rows.
+    pub rows: Vec<Row>,
+}
+
+impl Dataset {
+    /// Statistics of the counted rows, per metric and over all.
+    pub fn stats(&self) -> Vec<(String, Stats)> {
+        let mut metrics: Vec<String> = Vec::new();
+        for r in self.rows.iter().filter(|r| r.excluded.is_none()) {
+            if !metrics.contains(&r.metric) {
+                metrics.push(r.metric.clone());
+            }
+        }
+        metrics
+            .into_iter()
+            .map(|m| {
+                let e: Vec<f64> =
+                    self.rows.iter().filter(|r| r.excluded.is_none() && r.metric == m).map(Row::error).collect();
+                (m, Stats::of(&e))
+            })
+            .collect()
+    }
+}
+
+/// Every data set's key, in the order `validate` runs them.
+pub const DATASETS: &[&str] = &[
+    "kernels-gemm",
+    "kernels-attention",
+    "kernels-allreduce",
+    "kernels-held-out-gpu",
+    "vidur-ops",
+    "memory-logs",
+    "splitwise",
+    "sarathi",
+    "trtllm-offline",
+    "gpustack-serve",
+];
+
+/// Runs the data sets named in `only` (all when empty), in parallel, in the order of [`DATASETS`].
+pub fn run(catalog: &Catalog, only: &[String]) -> crate::Result<Vec<Dataset>> {
+    for o in only {
+        if !DATASETS.contains(&o.as_str()) {
+            return Err(crate::ConfigError::new(format!("unknown data set \"{o}\""))
+                .hint(format!("known data sets: {}", DATASETS.join(", ")))
+                .into());
+        }
+    }
+    let keys: Vec<&str> = DATASETS.iter().copied().filter(|k| only.is_empty() || only.iter().any(|o| o == k)).collect();
+    let out: Vec<crate::Result<Dataset>> = keys
+        .par_iter()
+        .map(|&k| match k {
+            "kernels-gemm" => kernels::gemm(catalog),
+            "kernels-attention" => kernels::attention(catalog),
+            "kernels-allreduce" => kernels::allreduce(catalog),
+            "kernels-held-out-gpu" => kernels::held_out_gpu(catalog),
+            "vidur-ops" => steps::vidur(catalog),
+            "memory-logs" => memory::logs(catalog),
+            "splitwise" => steps::splitwise(catalog),
+            "sarathi" => steps::sarathi(catalog),
+            "trtllm-offline" => serving::trtllm(catalog),
+            _ => serving::gpustack(catalog),
+        })
+        .collect();
+    out.into_iter().collect()
+}
+
+/// Formats a number with 3 significant digits, no scientific notation for ordinary sizes.
+fn sig(x: f64) -> String {
+    if !x.is_finite() {
+        return "-".into();
+    }
+    let a = x.abs();
+    if a >= 100.0 {
+        format!("{x:.0}")
+    } else if a >= 10.0 {
+        format!("{x:.1}")
+    } else if a >= 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+/// The summary table: one line per data set and metric.
+pub fn format_summary(sets: &[Dataset]) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{:<22} {:<16} {:>5} {:>9} {:>9} {:>8}  {}",
+        "data set", "metric", "n", "median|e|", "worst|e|", "bias", "role"
+    );
+    for d in sets {
+        for (m, s) in d.stats() {
+            let _ = writeln!(
+                o,
+                "{:<22} {:<16} {:>5} {:>8.1}% {:>8.1}% {:>+7.1}%  {}",
+                d.key,
+                m,
+                s.n,
+                s.median_abs * 100.0,
+                s.worst_abs * 100.0,
+                s.bias * 100.0,
+                match d.role {
+                    Role::HeldOut => "held out",
+                    Role::InSample => "in-sample fit",
+                }
+            );
+        }
+    }
+    o
+}
+
+/// One data set in full: what it is, then every row.
+pub fn format_rows(d: &Dataset) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "== {}: {}", d.key, d.title);
+    let _ = writeln!(o, "   source: {}", d.source);
+    let _ = writeln!(o, "   method: {}", d.method);
+    let _ = writeln!(o, "   {}", d.note);
+    let w = d.rows.iter().map(|r| r.id.len()).max().unwrap_or(10).clamp(10, 70);
+    let _ = writeln!(o, "   {:<w$} {:<16} {:>12} {:>12} {:>8}", "row", "metric", "measured", "predicted", "error");
+    for r in &d.rows {
+        let _ = writeln!(
+            o,
+            "   {:<w$} {:<16} {:>12} {:>12} {:>+7.1}%{}",
+            r.id,
+            r.metric,
+            sig(r.measured),
+            sig(r.predicted),
+            r.error() * 100.0,
+            r.excluded.as_ref().map_or(String::new(), |x| format!("  (left out: {x})"))
+        );
+    }
+    o
+}
