@@ -1,7 +1,7 @@
 //! The command-line interface. All argument parsing lives here; commands call
 //! the library and the exporters.
 
-use crate::config::{LoadedScenario, load_scenario};
+use crate::config::{LoadedScenario, load_scenario_with};
 use crate::error::{ConfigError, Error, Result};
 use crate::report::{self, format_check, format_summary, prepare_out_dir, write_atomic, write_json};
 use crate::{Catalog, Setup, plot, resolve, run_setup};
@@ -41,6 +41,43 @@ enum Command {
     Bench(crate::bench::BenchArgs),
     /// Compare servesim's predictions with every reference data set shipped in validation/.
     Validate(ValidateArgs),
+    /// Fit an engine profile's overheads to measurements; report held-out error; write the profile.
+    Calibrate(CalibrateArgs),
+}
+
+#[derive(Debug, Args)]
+struct CalibrateArgs {
+    /// The measurements: a per-step CSV, a Splitwise profile CSV, a `vllm bench serve`
+    /// --save-detailed JSON, an offline-throughput table, or validation:gpustack-serve.
+    input: String,
+    /// Scenario naming the model, GPU, tp and engine (needed by per-step CSVs and bench JSONs).
+    #[arg(long, value_name = "FILE")]
+    scenario: Option<PathBuf>,
+    /// Override a key of --scenario (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Engine profile to start from (default: the scenario's preset, or the engine that measured the data).
+    #[arg(long)]
+    preset: Option<String>,
+    /// Keys to fit, comma-separated (default: the overheads the data determine), e.g.
+    /// --fit step_overhead_ms,per_seq_overhead_ms.
+    #[arg(long, value_delimiter = ',', value_name = "KEYS")]
+    fit: Vec<String>,
+    /// Folds for the held-out error (measurements of one set-up stay in one fold).
+    #[arg(long, default_value_t = 5)]
+    folds: usize,
+    /// Use only measurements whose label contains this text (repeatable; any may match).
+    #[arg(long = "rows", value_name = "TEXT")]
+    rows: Vec<String>,
+    /// Name of the profile written (default: <preset>-calibrated).
+    #[arg(long)]
+    name: Option<String>,
+    /// Output folder: engine/<name>.toml and calibration.json (default: output/calibrate-<name>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Folder with llm/, gpu/ and engine/ TOML files read on top of the built-in catalogue.
+    #[arg(long, value_name = "DIR")]
+    models: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -55,6 +92,10 @@ struct ValidateArgs {
     /// Write validation.json (every data set with its rows and statistics) into this folder.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Write the snapshot the tests compare with (statistics, and the rows of the smaller data
+    /// sets) to this file: validation/expected.json after a deliberate change.
+    #[arg(long, value_name = "FILE")]
+    snapshot: Option<PathBuf>,
     /// Folder with llm/, gpu/ and engine/ TOML files read on top of the built-in catalogue.
     #[arg(long, value_name = "DIR")]
     models: Option<PathBuf>,
@@ -238,6 +279,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         }
         Command::Bench(a) => crate::bench::main(a),
         Command::Validate(a) => cmd_validate(a),
+        Command::Calibrate(a) => cmd_calibrate(a),
         Command::Sweep(a) => cmd_sweep(a),
         Command::Merge(a) => {
             let points = crate::sweep::merge(&a.dirs, &a.out, a.partial)?;
@@ -261,6 +303,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             let ci =
                 if r.ci_lo.is_finite() { format!(", 95% CI [{:.2}, {:.2}]", r.ci_lo, r.ci_hi) } else { String::new() };
             let runs = c.per_replication.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(", ");
+            let band = format!("  (the interval is the simulation's; the {})", c.model_error.describe());
             let name = &loaded.scenario.name;
             if c.knob == "workload.rate" {
                 println!(
@@ -268,6 +311,7 @@ fn dispatch(cli: Cli) -> Result<()> {
                     r.mean,
                     c.per_replication.len()
                 );
+                println!("{band}");
             } else {
                 println!(
                     "{name}: maximum sustainable trace speed-up ×{:.2}{ci}{} ({} searches: {runs})",
@@ -275,6 +319,7 @@ fn dispatch(cli: Cli) -> Result<()> {
                     c.rate_per_unit.map_or(String::new(), |u| format!(", i.e. {:.2} req/s", r.mean * u)),
                     c.per_replication.len()
                 );
+                println!("{band}");
             }
             Ok(())
         }
@@ -307,7 +352,7 @@ fn baseline_setup(loaded: &LoadedScenario, a: &ScenarioArgs) -> Result<Option<Se
 /// Loads, overrides, validates and resolves a scenario.
 fn load(a: &ScenarioArgs, seed: Option<u64>) -> Result<(LoadedScenario, Setup)> {
     let catalog = Catalog::with_dir(a.models.as_deref())?;
-    let mut loaded = load_scenario(&a.scenario, &a.set)?;
+    let mut loaded = load_scenario_with(&a.scenario, &a.set, &std::sync::Arc::new(catalog.clone()))?;
     if let Some(seed) = seed {
         loaded.scenario.seed = seed;
         loaded.seed_override = Some(seed);
@@ -436,7 +481,7 @@ fn parse_shard(s: &str) -> Result<(usize, usize)> {
 
 fn cmd_sweep(a: SweepArgs) -> Result<()> {
     let catalog = Catalog::with_dir(a.s.models.as_deref())?;
-    let mut loaded = load_scenario(&a.s.scenario, &a.s.set)?;
+    let mut loaded = load_scenario_with(&a.s.scenario, &a.s.set, &std::sync::Arc::new(catalog.clone()))?;
     if let Some(seed) = a.seed {
         loaded.scenario.seed = seed;
         loaded.seed_override = Some(seed);
@@ -484,6 +529,49 @@ fn cmd_validate(a: ValidateArgs) -> Result<()> {
         write_json(&path, &sets)?;
         println!("results: {}", path.display());
     }
+    if let Some(path) = &a.snapshot {
+        write_json(path, &crate::validate::snapshot(&sets))?;
+        println!("snapshot: {}", path.display());
+    }
+    Ok(())
+}
+
+fn cmd_calibrate(a: CalibrateArgs) -> Result<()> {
+    let catalog = Catalog::with_dir(a.models.as_deref())?;
+    let scenario = match &a.scenario {
+        Some(path) => {
+            let mut sets = a.set.clone();
+            if let Some(p) = &a.preset {
+                sets.push(format!("engine.preset=\"{p}\""));
+            }
+            Some(load_scenario_with(path, &sets, &std::sync::Arc::new(catalog.clone()))?)
+        }
+        None => None,
+    };
+    let opts = crate::calibrate::Options {
+        input: crate::calibrate::Input::parse(&a.input),
+        scenario,
+        preset: a.preset.clone(),
+        fit: a.fit.clone(),
+        folds: a.folds,
+        rows: a.rows.clone(),
+        name: a.name.clone(),
+    };
+    let (rep, profile) = crate::calibrate::run(&opts, &catalog)?;
+    print!("{}", crate::calibrate::format_run(&rep));
+    let dir = a.out.clone().unwrap_or_else(|| Path::new("output").join(format!("calibrate-{}", rep.profile)));
+    std::fs::create_dir_all(dir.join("engine"))?;
+    let file = dir.join("engine").join(format!("{}.toml", rep.profile));
+    let text = crate::calibrate::profile_toml(&profile, &rep);
+    write_atomic(&file, |w| w.write_all(text.as_bytes()))?;
+    write_json(&dir.join("calibration.json"), &rep)?;
+    println!(
+        "profile: {}  (use it with --models {} and engine.preset = \"{}\")",
+        file.display(),
+        dir.display(),
+        rep.profile
+    );
+    println!("results: {}", dir.join("calibration.json").display());
     Ok(())
 }
 

@@ -95,7 +95,8 @@ fn activation_bytes(llm: &LlmSpec, s: &Scenario) -> f64 {
 pub fn weight_bytes_per_gpu(llm: &LlmSpec, layout: &Layout, bytes_per_weight: f64) -> f64 {
     let tp = layout.tp.max(1) as f64;
     // Bytes the 16-bit embedding and LM head add beyond `bytes_per_weight` each.
-    let edge_extra = |edge_params: f64| if bytes_per_weight < 2.0 { edge_params * (2.0 - bytes_per_weight) } else { 0.0 };
+    let edge_extra =
+        |edge_params: f64| if bytes_per_weight < 2.0 { edge_params * (2.0 - bytes_per_weight) } else { 0.0 };
     if layout.pp <= 1 && !(layout.expert_parallel && llm.is_moe()) {
         // Everything on one stage, everything sliced: the whole model / tp.
         if bytes_per_weight >= 2.0 {
@@ -220,7 +221,9 @@ pub fn plan(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario) -> Result<MemoryPlan, Co
     }
     let capacity = num_blocks * e.block_size as u64;
     let max_model_len = match e.max_model_len {
-        Some(m) if m > llm.max_context => {
+        // TensorRT-LLM builds an engine for any max_seq_len (trtllm-bench sets it to the data set's
+        // longest request); vLLM and SGLang refuse lengths beyond the model's config.
+        Some(m) if m > llm.max_context && e.memory_plan != MemoryPlanKind::Trtllm => {
             return Err(ConfigError::new(format!(
                 "max_model_len {m} exceeds {}'s context of {} tokens",
                 llm.name, llm.max_context
@@ -428,7 +431,11 @@ impl Budget {
             ],
             MemoryPlanKind::Sglang => vec![
                 format!("mem_fraction_static={}", self.mfs),
-                format!("KV Cache is allocated. #tokens: {capacity}, K size: {:.2} GB, V size: {:.2} GB", kv_gib / 2.0, kv_gib / 2.0),
+                format!(
+                    "KV Cache is allocated. #tokens: {capacity}, K size: {:.2} GB, V size: {:.2} GB",
+                    kv_gib / 2.0,
+                    kv_gib / 2.0
+                ),
                 format!(
                     "max_total_num_tokens={capacity}, chunked_prefill_size={}, max_running_requests={}, context_len={max_model_len}",
                     e.max_num_batched_tokens,
@@ -553,7 +560,9 @@ mod tests {
             // the largest stage's layers when they do not divide evenly.
             let llm = Catalog::builtin().unwrap().model(model).unwrap().spec.clone();
             let (pp, l) = (p.pp as f64, llm.num_layers as f64);
-            let vh = llm.vocab_size as f64 * llm.hidden_size as f64 / p.params;
+            // (FP8 checkpoints keep the vocabulary matrices in BF16: twice the bytes per parameter.)
+            let edge = if sets.iter().any(|s| s.contains("fp8")) { 2.0 } else { 1.0 };
+            let vh = edge * llm.vocab_size as f64 * llm.hidden_size as f64 / p.params;
             let bound = 1.0 + (pp - 2.0).max(0.0) * vh + (p.layers_per_stage as f64 * pp - l) / l;
             assert!(
                 cover >= 1.0 - 1e-6 && cover <= bound + 1e-4,

@@ -151,6 +151,9 @@ pub struct Capacity {
     pub rate_per_unit: Option<f64>,
     /// Relative precision of each bisection.
     pub tolerance: f64,
+    /// The validated error of the scenario's engine profile on its GPU
+    /// (from `servesim validate`), beside the simulation's interval above.
+    pub model_error: crate::validate::ErrorBand,
 }
 
 /// The knob `capacity` and `plan` turn to set the load.
@@ -265,6 +268,10 @@ pub fn capacity(loaded: &LoadedScenario, catalog: &Catalog, replications: u32, t
         per_replication: per,
         rate_per_unit: knob.rate_per_unit,
         tolerance: tol,
+        model_error: crate::validate::band(
+            loaded.scenario.engine.preset.as_deref(),
+            catalog.gpu(&loaded.scenario.hardware.gpu).map_or(&loaded.scenario.hardware.gpu, |e| &e.key),
+        ),
     })
 }
 
@@ -328,6 +335,8 @@ pub struct Candidate {
     pub one_fewer: Option<Verdict>,
     /// Why it has no answer.
     pub note: String,
+    /// The validated error of its engine profile on its GPU (from `servesim validate`).
+    pub model_error: crate::validate::ErrorBand,
 }
 
 /// The result of `servesim plan`.
@@ -400,7 +409,9 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
                 verdict: None,
                 one_fewer: None,
                 note: String::new(),
+                model_error: crate::validate::band(s.engine.preset.as_deref(), ""),
             };
+            let gpu_key = catalog.gpu(&c.gpu).map_or(c.gpu.clone(), |e| e.key.clone());
             let base = match loaded.derive(&over, "plan candidate").and_then(|sc| resolve(&sc, catalog)) {
                 Ok(b) => b,
                 Err(e) => {
@@ -408,6 +419,7 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
                     return Ok(c);
                 }
             };
+            c.model_error = crate::validate::band(base.scenario.engine.preset.as_deref(), &gpu_key);
             let run_at = |n: u32| -> Result<Summary> {
                 let mut o = over.clone();
                 o.push(("hardware.replicas".into(), toml::Value::Integer(n as i64)));
@@ -530,6 +542,12 @@ pub fn format_plan(p: &Plan, scenario: &str) -> String {
         );
         let _ =
             writeln!(o, "The binding objective is {}: {:.0}% headroom at this size.", v.binding, v.headroom * 100.0);
+        let _ = writeln!(
+            o,
+            "The simulation is exact for the model; the {}. A headroom smaller than that error is within the \
+             model's uncertainty.",
+            w.model_error.describe()
+        );
         match &w.one_fewer {
             Some(f) => {
                 let _ = writeln!(o, "With one replica fewer it fails: {}.", f.reason);

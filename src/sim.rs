@@ -332,6 +332,9 @@ pub fn simulate_with<C: StepCostModel>(
     let mut wake_pending = vec![false; n_rep];
     let pre_fixed = s.engine.preprocess_ms * 1e-3;
     let pre_tok = s.engine.preprocess_us_per_token * 1e-6;
+    // The frontend's workers (when limited): the time each is next free.
+    // Arrivals come in time order, so taking the earliest-free worker is FCFS.
+    let mut frontend: Vec<f64> = vec![0.0; s.engine.frontend_workers as usize];
     let mut now = 0.0f64;
     let mut in_system = 0u64;
     let mut area = 0.0f64;
@@ -479,7 +482,12 @@ pub fn simulate_with<C: StepCostModel>(
             if let Some(w) = max_wait {
                 heap.push(Event { t: now + w, kind: Kind::Timeout, key: id });
             }
-            let delay = pre_fixed + pre_tok * a.prompt as f64;
+            let mut delay = pre_fixed + pre_tok * a.prompt as f64;
+            if let Some(w) = frontend.iter_mut().min_by(|x, y| x.total_cmp(y)) {
+                let start = w.max(now);
+                *w = start + delay;
+                delay = *w - now;
+            }
             if delay > 0.0 {
                 heap.push(Event { t: now + delay, kind: Kind::Admit, key: id });
                 continue;

@@ -166,12 +166,18 @@ fn token_rate_limits_cap_a_class() {
     assert_eq!(hi.metrics.failed, 0, "the other class is not limited");
 }
 
-/// A mixed workload on one H100 (roofline cost): long and short prompts, chat outputs.
+/// A mixed workload on one H100 (roofline cost): long and short prompts, chat
+/// outputs. The cost model is pinned so that the presets differ only in how
+/// they schedule (each profile's own kernel speeds and overheads would
+/// otherwise enter the comparison).
 const MIXED: &str = r#"seed = 9
 num_requests = 3000
 warmup_s = 10
 [model]
 name = "llama-3.1-8b"
+[cost]
+model = "roofline"
+step_overhead_ms = 0.5
 [workload]
 rate = 12
 prompt_tokens = { dist = "lognormal", mean = 1500, cv = 1.2 }
@@ -188,7 +194,7 @@ fn p99(r: &Report, pick: fn(&RequestRecord) -> f64) -> f64 {
 #[test]
 fn presets_and_the_batching_tradeoffs() {
     let v1 = run(MIXED, &["engine.preset=\"vllm-v1\""]);
-    let v0 = run(MIXED, &["engine.preset=\"vllm-v0\"", "engine.max_num_batched_tokens=16384"]);
+    let v0 = run(MIXED, &["engine.preset=\"vllm-v0\"", "engine.max_model_len=16384"]);
     let sarathi = run(MIXED, &["engine.preset=\"sarathi\""]);
     let orca = run(MIXED, &["engine.preset=\"orca\"", "engine.max_num_batched_tokens=16384"]);
     let stat = run(MIXED, &["engine.preset=\"static\"", "engine.max_num_seqs=32"]);

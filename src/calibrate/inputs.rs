@@ -62,18 +62,23 @@ pub fn detect(path: &Path, text: &str) -> Result<Format, ConfigError> {
     }
 }
 
-/// The model, GPU, layout, formats and `[cost]` table of a scenario, for step points.
-fn setup_of(s: &crate::config::Scenario, catalog: &Catalog) -> Result<StepSetup, ConfigError> {
+/// The model, GPU, layout, formats and `[cost]` table of a scenario, for
+/// step points, with the KV capacity (tokens) of its memory plan.
+fn setup_of(s: &crate::config::Scenario, catalog: &Catalog) -> Result<(StepSetup, u64), ConfigError> {
     let setup = crate::resolve(s, catalog)?;
     let p = &setup.pools[0];
-    Ok(StepSetup {
-        llm: setup.llm.clone(),
-        gpu: p.gpu.clone(),
-        layout: p.layout,
-        dtype: s.model.dtype,
-        kv: p.kv_dtype,
-        cost: toml::Table::try_from(&p.cost).map_err(|e| ConfigError::new(e.to_string()))?,
-    })
+    let capacity = p.memory.num_blocks * p.memory.block_size as u64;
+    Ok((
+        StepSetup {
+            llm: setup.llm.clone(),
+            gpu: p.gpu.clone(),
+            layout: p.layout,
+            dtype: s.model.dtype,
+            kv: p.kv_dtype,
+            cost: toml::Table::try_from(&p.cost).map_err(|e| ConfigError::new(e.to_string()))?,
+        },
+        capacity,
+    ))
 }
 
 fn need_scenario<'a>(
@@ -110,7 +115,7 @@ fn steps(
     s: &crate::config::LoadedScenario,
 ) -> Result<Problem, ConfigError> {
     let t = Table::parse(text, &path.display().to_string());
-    let setup = setup_of(&s.scenario, catalog)?;
+    let (setup, _) = setup_of(&s.scenario, catalog)?;
     let has = |c: &str| t.header.iter().any(|h| h == c);
     let mut points = Vec::new();
     for (i, r) in t.rows.iter().enumerate() {
@@ -160,7 +165,13 @@ fn steps(
     Ok(Problem { setups: vec![setup], sims: Vec::new(), points, skipped: Vec::new() })
 }
 
-fn splitwise(
+/// Splitwise's profile CSV as a problem: per (model, hardware, tp) a set-up
+/// under `preset` (on the scenario's GPU when one is given), per (prompt,
+/// batch) a prefill point and per (prompt, batch, output) a decode point, the
+/// repetitions averaged. Generations that stopped early (token_size >= 512)
+/// count the tokens actually generated, from e2e ≈ prompt + (n − 1) × token
+/// time. Batches whose KV cache the engine could not hold are skipped.
+pub fn splitwise(
     text: &str,
     catalog: &Catalog,
     scenario: Option<&crate::config::LoadedScenario>,
@@ -182,14 +193,15 @@ fn splitwise(
         );
         groups.entry(key).or_default().push((t.num(r, "prompt_time"), t.num(r, "token_time"), t.num(r, "e2e_time")));
     }
-    let mut setups: Vec<(String, String, u32)> = Vec::new();
+    let mut setups: Vec<(String, String, u32, u64)> = Vec::new();
     let mut setup_specs = Vec::new();
     let mut points = Vec::new();
-    let mean = |v: Vec<f64>| v.iter().sum::<f64>() / v.len() as f64;
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     for ((model, hw, tp, p, b, out), reps) in &groups {
         let Some(llm) = catalog.model(model) else {
             if !skipped.iter().any(|s: &String| s.starts_with(model.as_str())) {
-                skipped.push(format!("{model}: not in the catalogue (add models/llm/<name>.toml with alias \"{model}\")"));
+                skipped
+                    .push(format!("{model}: not in the catalogue (add models/llm/<name>.toml with alias \"{model}\")"));
             }
             continue;
         };
@@ -205,27 +217,46 @@ fn splitwise(
                 );
                 let cat = std::sync::Arc::new(catalog.clone());
                 let loaded = crate::config::load_scenario_str_with(&text, Path::new("splitwise.toml"), &[], &cat)?;
-                setup_specs.push(setup_of(&loaded.scenario, catalog)?);
-                setups.push((model.clone(), hw.clone(), *tp));
+                let (spec, capacity) = setup_of(&loaded.scenario, catalog)?;
+                setup_specs.push(spec);
+                setups.push((model.clone(), hw.clone(), *tp, capacity));
                 setups.len() - 1
             }
         };
         let group = format!("{model} {hw} tp{tp}");
-        let pt = mean(reps.iter().map(|r| r.0).collect());
-        let tt = mean(reps.iter().map(|r| r.1).collect());
-        let e2e = mean(reps.iter().map(|r| r.2).collect());
+        let capacity = setups[idx].3;
+        if *b as u64 * (*p + *out) as u64 > capacity {
+            let why = format!(
+                "{group} batch {b} of {p} + {out} tokens: more KV than the engine can hold ({capacity} tokens); the \
+                 batch never ran whole"
+            );
+            skipped.push(why);
+            continue;
+        }
+        let pt = mean(&reps.iter().map(|r| r.0).collect::<Vec<_>>());
+        let tt = mean(&reps.iter().map(|r| r.1).collect::<Vec<_>>());
+        let e2e = mean(&reps.iter().map(|r| r.2).collect::<Vec<_>>());
         let n = (((e2e - pt) / tt).round() + 1.0).clamp(1.0, *out as f64);
-        if !points.iter().any(|q: &Point| q.label == format!("{group} prefill b={b} p={p}")) {
+        let label = format!("{group} prefill b={b} p={p}");
+        // One prefill point per (prompt, batch): the mean over every output length.
+        let prompt_times: Vec<f64> = groups
+            .iter()
+            .filter(|(k, _)| k.0 == *model && k.1 == *hw && k.2 == *tp && k.3 == *p && k.4 == *b)
+            .flat_map(|(_, v)| v.iter().map(|r| r.0))
+            .collect();
+        // A fold keeps a configuration's prefill and decode points together.
+        let fold = format!("{group} b={b} p={p}");
+        if !points.iter().any(|q: &Point| q.label == label) {
             points.push(Point {
-                label: format!("{group} prefill b={b} p={p}"),
-                group: group.clone(),
-                measured: pt,
+                label,
+                group: fold.clone(),
+                measured: mean(&prompt_times),
                 how: How::Step { setup: idx, batch: crate::validate::prefill_step(*b, *p) },
             });
         }
         points.push(Point {
             label: format!("{group} decode b={b} p={p} out={out}"),
-            group,
+            group: fold,
             measured: tt,
             how: How::Step { setup: idx, batch: crate::validate::decode_step(*b, *p as f64 + n / 2.0) },
         });
@@ -294,7 +325,8 @@ fn bench_json(path: &Path, text: &str, s: &crate::config::LoadedScenario) -> Res
         table.remove(k);
     }
     table.insert("num_requests".into(), toml::Value::Integer(n as i64));
-    let text = format!("{}\n[workload]\n{workload}on_too_long = \"clip\"\n", toml::to_string(&table).unwrap_or_default());
+    let text =
+        format!("{}\n[workload]\n{workload}on_too_long = \"clip\"\n", toml::to_string(&table).unwrap_or_default());
     let mut points = Vec::new();
     for (name, v, stat) in [
         ("TTFT", &mut ttft, Stat::Ttft as fn(f64) -> Stat),
@@ -327,41 +359,25 @@ fn offline(text: &str, catalog: &Catalog, preset: &str) -> Result<Problem, Confi
     let mut sims = Vec::new();
     let mut points = Vec::new();
     let mut skipped = Vec::new();
+    let has_n = t.header.iter().any(|h| h == "num_requests");
     for r in &t.rows {
-        let model = t.get(r, "model");
-        let gpu_name = t.get(r, "gpu");
-        let (Some(llm), Some(gpu)) = (catalog.model(model), catalog.gpu(gpu_name)) else {
-            skipped.push(format!("{model} on {gpu_name}: not in the catalogue"));
-            continue;
-        };
-        let fp8 = t.get(r, "precision").eq_ignore_ascii_case("fp8");
+        let (model, gpu_name, precision) = (t.get(r, "model"), t.get(r, "gpu"), t.get(r, "precision"));
+        let fp8 = precision.eq_ignore_ascii_case("fp8");
         let (tp, isl, osl) = (t.num(r, "tp") as u32, t.num(r, "isl") as u32, t.num(r, "osl") as u32);
-        let (bs, tok) = crate::validate::trtllm_bench_settings(
-            &llm.spec,
-            tp,
-            gpu.spec.memory_gib.max(gpu.spec.memory_gb),
-            fp8,
-            isl as f64,
-            osl as f64,
-        );
-        let n = (200_000 / (isl + osl)).clamp(200, 3000);
-        let text = format!(
-            "num_requests = {n}\nseed = 1\n[model]\nname = \"{}\"\ndtype = \"{}\"\n[hardware]\ngpu = \"{}\"\ntp = {tp}\n\
-             [engine]\npreset = \"{preset}\"\nmax_num_seqs = {bs}\nmax_num_batched_tokens = {tok}\nmax_model_len = {}\n\
-             [workload]\narrival = \"offline\"\nprompt_tokens = {{ dist = \"fixed\", value = {isl} }}\n\
-             output_tokens = {{ dist = \"fixed\", value = {osl} }}\n",
-            llm.key,
-            if fp8 { "fp8" } else { "bf16" },
-            gpu.key,
-            (isl + osl).min(llm.spec.max_context),
-        );
-        if isl + osl > llm.spec.max_context {
-            skipped.push(format!("{model} {isl}/{osl}: longer than the model's context"));
-            continue;
-        }
-        sims.push(Sim { name: format!("{model} {gpu_name} tp{tp} {isl}/{osl}"), text });
+        let label = format!("{model} {gpu_name} {precision} tp{tp} {isl}/{osl}");
+        // The published run's request count when the table has it; else enough
+        // requests for a steady state (200k tokens, 200-3000 requests).
+        let n = if has_n { t.num(r, "num_requests") as u32 } else { (200_000 / (isl + osl).max(1)).clamp(200, 3000) };
+        let text = match crate::validate::offline_scenario(catalog, model, gpu_name, fp8, tp, isl, osl, n, preset) {
+            Ok(text) => text,
+            Err(why) => {
+                skipped.push(format!("{label}: {why}"));
+                continue;
+            }
+        };
+        sims.push(Sim { name: label.clone(), text });
         points.push(Point {
-            label: format!("{model} {gpu_name} {} tp{tp} {isl}/{osl}", t.get(r, "precision")),
+            label,
             group: format!("{model} {gpu_name} tp{tp}"),
             measured: t.num(r, "total_output_tok_s"),
             how: How::Sim { sim: sims.len() - 1, stat: Stat::OutputThroughput },

@@ -41,10 +41,7 @@ pub fn solve(a: &[Vec<f64>], b: &[f64]) -> Option<Vec<f64>> {
     let mut l = vec![vec![0.0; n]; n];
     for i in 0..n {
         for j in 0..=i {
-            let mut s = a[i][j];
-            for k in 0..j {
-                s -= l[i][k] * l[j][k];
-            }
+            let s = a[i][j] - (0..j).map(|k| l[i][k] * l[j][k]).sum::<f64>();
             if i == j {
                 if s <= 0.0 || !s.is_finite() {
                     return None;
@@ -103,7 +100,8 @@ pub fn minimise<E>(
     let mut lambda = 1e-2;
     let mut jac = vec![vec![0.0; p]; r.len()];
     let mut iterations = 0;
-    let jacobian = |x: &[f64], r: &[f64], res: &mut dyn FnMut(&[f64]) -> Result<Vec<f64>, E>| -> Result<Vec<Vec<f64>>, E> {
+    type Residuals<'a, E> = dyn FnMut(&[f64]) -> Result<Vec<f64>, E> + 'a;
+    let jacobian = |x: &[f64], r: &[f64], res: &mut Residuals<E>| -> Result<Vec<Vec<f64>>, E> {
         let mut j = vec![vec![0.0; p]; r.len()];
         for (k, q) in params.iter().enumerate() {
             // Step towards the interior so both sides of a bound work.
@@ -185,8 +183,7 @@ pub struct Identifiability {
 pub fn identifiability(sol: &Solution, params: &[Param]) -> Identifiability {
     let p = params.len();
     let n = sol.residuals.len();
-    let norms: Vec<f64> =
-        (0..p).map(|k| sol.jacobian.iter().map(|row| row[k] * row[k]).sum::<f64>().sqrt()).collect();
+    let norms: Vec<f64> = (0..p).map(|k| sol.jacobian.iter().map(|row| row[k] * row[k]).sum::<f64>().sqrt()).collect();
     let max = norms.iter().cloned().fold(0.0, f64::max).max(1e-300);
     let mut a = vec![vec![0.0; p]; p];
     for row in &sol.jacobian {
@@ -200,9 +197,7 @@ pub fn identifiability(sol: &Solution, params: &[Param]) -> Identifiability {
     let (std_err, correlation) = match inverse(&a) {
         Some(inv) => {
             let se: Vec<f64> = (0..p).map(|k| (sigma2 * inv[k][k]).max(0.0).sqrt() * params[k].scale).collect();
-            let corr = (0..p)
-                .map(|k| (0..p).map(|l| inv[k][l] / (inv[k][k] * inv[l][l]).sqrt()).collect())
-                .collect();
+            let corr = (0..p).map(|k| (0..p).map(|l| inv[k][l] / (inv[k][k] * inv[l][l]).sqrt()).collect()).collect();
             (se, corr)
         }
         None => (vec![f64::NAN; p], vec![vec![f64::NAN; p]; p]),

@@ -68,7 +68,8 @@ fn pct(d: &crate::metrics::stats::Distribution, p: f64) -> f64 {
     if let Some(i) = ps.iter().position(|&q| q == p) {
         return d.percentiles[i];
     }
-    let (x0, y0, x1, y1) = if p < 50.0 { (0.0, d.min, 50.0, d.percentiles[0]) } else { (50.0, d.percentiles[0], 90.0, d.percentiles[1]) };
+    let (x0, y0, x1, y1) =
+        if p < 50.0 { (0.0, d.min, 50.0, d.percentiles[0]) } else { (50.0, d.percentiles[0], 90.0, d.percentiles[1]) };
     y0 + (y1 - y0) * (p - x0) / (x1 - x0)
 }
 
@@ -150,6 +151,7 @@ pub const FITTABLE: &[(&str, f64, f64, f64)] = &[
     ("cost.per_request_overhead_ms", 0.0, 200.0, 1.0),
     ("cost.gemm_efficiency_scale", 0.2, 2.0, 0.1),
     ("cost.attention_efficiency_scale", 0.2, 2.0, 0.1),
+    ("cost.moe_efficiency_scale", 0.2, 2.0, 0.1),
     ("cost.cpu_overlap", 0.0, 1.0, 0.1),
     ("cost.comm_overlap", 0.0, 1.0, 0.1),
     ("engine.preprocess_ms", 0.0, 1000.0, 1.0),
@@ -167,7 +169,13 @@ pub fn param_for(key: &str, init: f64) -> Result<lm::Param, ConfigError> {
 
 impl Problem {
     /// Predicts the points `idx` with `values` of `params`.
-    pub fn predict(&self, catalog: &Catalog, params: &[lm::Param], values: &[f64], idx: &[usize]) -> crate::Result<Vec<f64>> {
+    pub fn predict(
+        &self,
+        catalog: &Catalog,
+        params: &[lm::Param],
+        values: &[f64],
+        idx: &[usize],
+    ) -> crate::Result<Vec<f64>> {
         // Simulations first (each once), in parallel.
         let mut sims: Vec<usize> = idx
             .iter()
@@ -223,7 +231,13 @@ impl Problem {
     }
 
     /// ln(predicted / measured) of the points `idx`.
-    fn residuals(&self, catalog: &Catalog, params: &[lm::Param], values: &[f64], idx: &[usize]) -> crate::Result<Vec<f64>> {
+    fn residuals(
+        &self,
+        catalog: &Catalog,
+        params: &[lm::Param],
+        values: &[f64],
+        idx: &[usize],
+    ) -> crate::Result<Vec<f64>> {
         let pred = self.predict(catalog, params, values, idx)?;
         Ok(idx
             .iter()
@@ -306,8 +320,8 @@ pub fn calibrate(
                     q.key,
                     if c.is_finite() { format!("{:.3}", c) } else { "perfectly".into() }
                 ))
-                .hint("add measurements that vary them differently (other batch sizes, prompt lengths), or fit one of \
-                       them and keep the other with --fix")
+                .hint("add measurements that vary them differently (other batch sizes, prompt lengths), or fit only one of \
+                       them (leave the other out of --fit)")
                 .into());
             }
         }
@@ -328,8 +342,11 @@ pub fn calibrate(
     let mut held_out = vec![f64::NAN; problem.points.len()];
     if groups.len() >= 2 {
         for f in 0..k {
-            let out: Vec<usize> =
-                all.iter().copied().filter(|&i| groups.iter().position(|g| *g == problem.points[i].group).unwrap_or(0) % k == f).collect();
+            let out: Vec<usize> = all
+                .iter()
+                .copied()
+                .filter(|&i| groups.iter().position(|g| *g == problem.points[i].group).unwrap_or(0) % k == f)
+                .collect();
             if out.is_empty() {
                 continue;
             }
@@ -359,7 +376,9 @@ pub fn calibrate(
 
 fn cannot_hint(key: &str) -> String {
     match key {
-        "cost.per_seq_overhead_ms" => "measure steps at several batch sizes (decode batches of 1 to 64 sequences)".into(),
+        "cost.per_seq_overhead_ms" => {
+            "measure steps at several batch sizes (decode batches of 1 to 64 sequences)".into()
+        }
         "cost.per_request_overhead_ms" => "measure steps that admit new requests, or serving runs".into(),
         "engine.preprocess_ms" | "engine.preprocess_us_per_token" => {
             "preprocessing only shows in serving runs (TTFT); step-level data cannot determine it".into()
@@ -369,35 +388,38 @@ fn cannot_hint(key: &str) -> String {
 }
 
 /// The report printed by `servesim calibrate`.
-pub fn format_report(problem: &Problem, c: &Calibration) -> String {
+pub fn format_run(r: &Report) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
-    let meas: Vec<f64> = problem.points.iter().map(|p| p.measured).collect();
-    let _ = writeln!(o, "fitted {} parameter(s) to {} measurements:", c.params.len(), meas.len());
-    for ((p, v), se) in c.params.iter().zip(&c.values).zip(&c.std_err) {
-        let _ = writeln!(o, "  {:<34} {:>10.4}  ± {:.4}", p.key, v, se);
+    let n = r.points.len();
+    let _ = writeln!(o, "calibrating `{}` to {} ({} measurements):", r.base_profile, r.input, n);
+    let _ = writeln!(o, "  {:<34} {:>10} {:>10}  ± 1 s.e.", "parameter", "before", "fitted");
+    for p in &r.params {
+        let _ = writeln!(o, "  {:<34} {:>10.4} {:>10.4}  ± {:.4}", p.key, p.initial, p.value, p.std_err);
     }
-    for w in &c.warnings {
+    for w in &r.warnings {
         let _ = writeln!(o, "warning: {w}");
     }
-    let (m, w) = errors(&c.fitted, &meas);
-    let _ = writeln!(o, "in-sample error:         median {:.1} %, worst {:.1} %", m * 100.0, w * 100.0);
-    let (hp, hm): (Vec<f64>, Vec<f64>) =
-        c.held_out.iter().zip(&meas).filter(|(p, _)| p.is_finite()).map(|(p, m)| (*p, *m)).unzip();
-    if hp.is_empty() {
-        let _ = writeln!(o, "held-out error:          not available (one group of measurements only)");
-    } else {
-        let (m, w) = errors(&hp, &hm);
-        let _ = writeln!(
-            o,
-            "held-out error ({}-fold): median {:.1} %, worst {:.1} % over {} points",
-            c.folds,
-            m * 100.0,
-            w * 100.0,
-            hp.len()
-        );
+    let line = |o: &mut String, what: &str, e: &Option<ErrorStats>| {
+        let _ = match e {
+            Some(e) => writeln!(
+                o,
+                "{what:<26} median {:>5.1} %, worst {:>6.1} % over {} points",
+                e.median_abs * 100.0,
+                e.worst_abs * 100.0,
+                e.n
+            ),
+            None => writeln!(o, "{what:<26} not available"),
+        };
+    };
+    line(&mut o, "error before fitting:", &r.before);
+    line(&mut o, "error at the fit:", &r.in_sample);
+    line(&mut o, &format!("held-out error ({}-fold):", r.folds), &r.held_out);
+    if r.held_out.is_none() {
+        let _ =
+            writeln!(o, "  (every measurement is in one group: no fold can be held out; the fit error is optimistic)");
     }
-    for s in &problem.skipped {
+    for s in &r.skipped {
         let _ = writeln!(o, "skipped: {s}");
     }
     o
@@ -442,4 +464,327 @@ pub fn write_profile(
     }
     p.rules.retain(|r| !r.engine.is_empty() || !r.cost.is_empty());
     p
+}
+
+/// Where `servesim calibrate` reads its measurements.
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// A file in one of the formats of [`inputs`].
+    File(std::path::PathBuf),
+    /// A data set shipped in `validation/`: `gpustack-serve` (GPUStack's
+    /// `vllm bench serve` blocks, each simulated with its engine's profile).
+    Validation(String),
+}
+
+impl Input {
+    /// `validation:<data set>` or a path.
+    pub fn parse(s: &str) -> Input {
+        match s.strip_prefix("validation:") {
+            Some(d) => Input::Validation(d.to_string()),
+            None => Input::File(s.into()),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Input::File(p) => p.display().to_string(),
+            Input::Validation(d) => format!("validation:{d}"),
+        }
+    }
+}
+
+/// What `servesim calibrate` was asked to do.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The measurements.
+    pub input: Input,
+    /// The scenario naming model, GPU, layout and engine (per-step CSV and
+    /// `vllm bench serve` results need one).
+    pub scenario: Option<crate::config::LoadedScenario>,
+    /// The engine profile to start from (default: the scenario's preset, or
+    /// the engine the measurements name).
+    pub preset: Option<String>,
+    /// The keys to fit (default: the overheads the input can determine).
+    pub fit: Vec<String>,
+    /// Folds for the held-out error.
+    pub folds: usize,
+    /// Keep only points whose label contains one of these (all when empty).
+    pub rows: Vec<String>,
+    /// Name of the written profile (default `<preset>-calibrated`).
+    pub name: Option<String>,
+}
+
+/// One fitted parameter in the report.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FittedParam {
+    /// `section.key`.
+    pub key: String,
+    /// The value the base profile (or the built-in default) had.
+    pub initial: f64,
+    /// The fitted value.
+    pub value: f64,
+    /// One standard error of the fitted value (from the Jacobian at the fit).
+    pub std_err: f64,
+}
+
+/// One measured point with its predictions.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PointResult {
+    /// What it is.
+    pub label: String,
+    /// Its fold group.
+    pub group: String,
+    /// The measured value (ms for times, tok/s for throughput).
+    pub measured: f64,
+    /// Predicted by the base profile, before fitting.
+    pub before: f64,
+    /// Predicted at the fit.
+    pub fitted: f64,
+    /// Predicted by the fit without this point's fold (null when no fold could be left out).
+    pub held_out: Option<f64>,
+}
+
+/// Median and worst |relative error|.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct ErrorStats {
+    /// Median |predicted − measured| / measured.
+    pub median_abs: f64,
+    /// Largest |predicted − measured| / measured.
+    pub worst_abs: f64,
+    /// Points counted.
+    pub n: usize,
+}
+
+impl ErrorStats {
+    fn of(pred: &[f64], meas: &[f64]) -> Option<ErrorStats> {
+        let (p, m): (Vec<f64>, Vec<f64>) =
+            pred.iter().zip(meas).filter(|(p, _)| p.is_finite()).map(|(p, m)| (*p, *m)).unzip();
+        if p.is_empty() {
+            return None;
+        }
+        let (median_abs, worst_abs) = errors(&p, &m);
+        Some(ErrorStats { median_abs, worst_abs, n: p.len() })
+    }
+}
+
+/// The result of `servesim calibrate`, written as calibration.json.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Report {
+    /// The measurements.
+    pub input: String,
+    /// The profile the fit started from.
+    pub base_profile: String,
+    /// The name of the profile written.
+    pub profile: String,
+    /// The fitted parameters.
+    pub params: Vec<FittedParam>,
+    /// Error of the base profile, before fitting.
+    pub before: Option<ErrorStats>,
+    /// In-sample error at the fit.
+    pub in_sample: Option<ErrorStats>,
+    /// Error on held-out folds (each fold predicted by the fit to the others).
+    pub held_out: Option<ErrorStats>,
+    /// Folds used.
+    pub folds: usize,
+    /// Every point.
+    pub points: Vec<PointResult>,
+    /// Measurements the input held that could not be used, and why.
+    pub skipped: Vec<String>,
+    /// Weakly determined parameters.
+    pub warnings: Vec<String>,
+}
+
+/// The measurements of `opts.input` as a problem, the base profile's name
+/// and the keys fitted by default.
+fn problem_of(opts: &Options, catalog: &Catalog) -> crate::Result<(Problem, String, Vec<&'static str>)> {
+    const SERVING: &[&str] = &["cost.step_overhead_ms", "cost.per_seq_overhead_ms", "cost.per_request_overhead_ms"];
+    const STEPS: &[&str] = &["cost.step_overhead_ms", "cost.per_seq_overhead_ms"];
+    let scenario_preset = opts.scenario.as_ref().and_then(|s| s.scenario.engine.preset.clone());
+    let named = opts.preset.clone().or(scenario_preset);
+    let need_preset = |what: &str| -> crate::Result<String> {
+        named.clone().ok_or_else(|| {
+            ConfigError::new(format!("{what} does not say which engine measured it"))
+                .hint("name the engine profile to calibrate with --preset (servesim list engines)")
+                .into()
+        })
+    };
+    match &opts.input {
+        Input::Validation(d) if d == "gpustack-serve" => {
+            let mut p = crate::validate::gpustack_problem(&opts.rows);
+            let blocks = crate::validate::gpustack_blocks();
+            let engines_of_sims: Vec<&str> =
+                p.sims.iter().map(|s| blocks.iter().find(|b| b.id == s.name).map_or("", |b| b.preset)).collect();
+            let mut engines: Vec<String> = blocks
+                .iter()
+                .filter(|b| opts.rows.is_empty() || opts.rows.iter().any(|f| b.id.contains(f.as_str())))
+                .map(|b| b.preset.to_string())
+                .collect();
+            engines.sort();
+            engines.dedup();
+            let preset = match (named.clone(), engines.as_slice()) {
+                (Some(n), _) => n,
+                (None, [one]) => one.clone(),
+                (None, _) => {
+                    return Err(ConfigError::new(format!(
+                        "the rows chosen were measured with {} engines ({})",
+                        engines.len(),
+                        engines.join(", ")
+                    ))
+                    .hint(
+                        "fit one engine at a time: --rows vLLM, --rows SGLang or --rows TensorRT-LLM (with more \
+                           --rows to narrow the blocks)",
+                    )
+                    .into());
+                }
+            };
+            p.skipped.retain(|s| opts.rows.is_empty() || opts.rows.iter().any(|f| s.contains(f.as_str())));
+            if named.is_some() {
+                // Simulate every block with the profile named instead of its engine's.
+                for (sim, e) in p.sims.iter_mut().zip(&engines_of_sims) {
+                    sim.text = sim.text.replace(&format!("preset = \"{e}\""), &format!("preset = \"{preset}\""));
+                }
+            }
+            Ok((p, preset, SERVING.to_vec()))
+        }
+        Input::Validation(d) => Err(ConfigError::new(format!("no validation data set `{d}` to calibrate on"))
+            .hint(
+                "use validation:gpustack-serve, or give the file of another data set (e.g. \
+                   validation/data/trtllm_perf_overview_a100_l40s.csv)",
+            )
+            .into()),
+        Input::File(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| ConfigError::new(format!("cannot read {}: {e}", path.display())).file(path))?;
+            let format = inputs::detect(path, &text)?;
+            let preset = need_preset("the file")?;
+            let mut p = inputs::read(path, catalog, opts.scenario.as_ref(), &preset)?;
+            if !opts.rows.is_empty() {
+                let keep: Vec<Point> = p
+                    .points
+                    .iter()
+                    .filter(|q| opts.rows.iter().any(|f| q.label.contains(f.as_str())))
+                    .cloned()
+                    .collect();
+                p.points = keep;
+            }
+            let keys = match format {
+                inputs::Format::BenchJson => SERVING.to_vec(),
+                _ => STEPS.to_vec(),
+            };
+            Ok((p, preset, keys))
+        }
+    }
+}
+
+/// The value `key` has in a profile (base keys), else the built-in default.
+fn initial_value(profile: Option<&crate::catalog::EngineProfile>, key: &str) -> f64 {
+    let (section, k) = key.split_once('.').unwrap_or(("cost", key));
+    let from_profile = profile.and_then(|p| match section {
+        "engine" => p.engine.get(k),
+        _ => p.cost.get(k),
+    });
+    let default = match section {
+        "engine" => toml::Table::try_from(crate::config::EngineConfig::default()).ok().and_then(|t| t.get(k).cloned()),
+        _ => toml::Table::try_from(CostConfig::default()).ok().and_then(|t| t.get(k).cloned()),
+    };
+    from_profile
+        .cloned()
+        .or(default)
+        .and_then(|v| v.as_float().or_else(|| v.as_integer().map(|i| i as f64)))
+        .unwrap_or(0.0)
+}
+
+/// Runs a calibration: reads the measurements, fits, computes the held-out
+/// error, and returns the report with the profile to write.
+pub fn run(opts: &Options, catalog: &Catalog) -> crate::Result<(Report, crate::catalog::EngineProfile)> {
+    let (problem, preset, default_keys) = problem_of(opts, catalog)?;
+    let base = catalog.engine(&preset).ok_or_else(|| {
+        ConfigError::new(format!("no engine profile `{preset}`"))
+            .hint(format!("use one of: {}", catalog.engines.keys().cloned().collect::<Vec<_>>().join(", ")))
+    })?;
+    let keys: Vec<String> =
+        if opts.fit.is_empty() { default_keys.iter().map(|k| k.to_string()).collect() } else { opts.fit.clone() };
+    let keys: Vec<(String, f64)> = keys
+        .iter()
+        .map(|k| {
+            let k = if k.contains('.') { k.clone() } else { format!("cost.{k}") };
+            let v = initial_value(Some(&base.spec), &k);
+            (k, v)
+        })
+        .collect();
+    let params: Vec<lm::Param> = keys.iter().map(|(k, v)| param_for(k, *v)).collect::<Result<_, _>>()?;
+    let all: Vec<usize> = (0..problem.points.len()).collect();
+    let before = if problem.points.is_empty() {
+        Vec::new()
+    } else {
+        problem.predict(catalog, &params, &params.iter().map(|p| p.init).collect::<Vec<_>>(), &all)?
+    };
+    let c = calibrate(&problem, catalog, &keys, opts.folds)?;
+    let meas: Vec<f64> = problem.points.iter().map(|p| p.measured).collect();
+    let held = ErrorStats::of(&c.held_out, &meas);
+    let name = opts.name.clone().unwrap_or_else(|| format!("{preset}-calibrated"));
+    let input = if opts.rows.is_empty() {
+        opts.input.describe()
+    } else {
+        format!("{} (rows: {})", opts.input.describe(), opts.rows.join("; "))
+    };
+    let profile = write_profile(
+        &base.spec,
+        &name,
+        &input,
+        &c,
+        held.map_or((f64::NAN, f64::NAN), |h| (h.median_abs, h.worst_abs)),
+    );
+    let report = Report {
+        input,
+        base_profile: preset,
+        profile: name,
+        params: c
+            .params
+            .iter()
+            .zip(&c.values)
+            .zip(&c.std_err)
+            .map(|((p, v), se)| FittedParam { key: p.key.clone(), initial: p.init, value: *v, std_err: *se })
+            .collect(),
+        before: ErrorStats::of(&before, &meas),
+        in_sample: ErrorStats::of(&c.fitted, &meas),
+        held_out: held,
+        folds: c.folds,
+        points: problem
+            .points
+            .iter()
+            .enumerate()
+            .map(|(i, p)| PointResult {
+                label: p.label.clone(),
+                group: p.group.clone(),
+                measured: p.measured,
+                before: before[i],
+                fitted: c.fitted[i],
+                held_out: c.held_out[i].is_finite().then_some(c.held_out[i]),
+            })
+            .collect(),
+        skipped: problem.skipped.clone(),
+        warnings: c.warnings.clone(),
+    };
+    Ok((report, profile))
+}
+
+/// A profile as a catalogue file, with a header saying how it was made.
+pub fn profile_toml(p: &crate::catalog::EngineProfile, report: &Report) -> String {
+    let body = toml::to_string(p).unwrap_or_default();
+    format!(
+        "# {} -- written by `servesim calibrate` from the profile `{}`, fitted to {}.\n# Held-out error: {}.\n\
+         # Put this file in <dir>/engine/ and run with --models <dir> and engine.preset = \"{}\".\n{body}",
+        report.profile,
+        report.base_profile,
+        report.input,
+        report.held_out.map_or("not available".into(), |h| format!(
+            "median {:.1} %, worst {:.1} % over {} points ({}-fold)",
+            h.median_abs * 100.0,
+            h.worst_abs * 100.0,
+            h.n,
+            report.folds
+        )),
+        report.profile
+    )
 }

@@ -136,9 +136,9 @@ impl RuleCondition {
         if self.max_model_len_above.is_some_and(|m| ctx.max_model_len.is_none_or(|l| l <= m)) {
             return false;
         }
-        !(self.tp_at_least.is_some_and(|t| ctx.tp < t)
-            || self.tp_at_most.is_some_and(|t| ctx.tp > t)
-            || (!self.dtype.is_empty() && !self.dtype.iter().any(|d| d.eq_ignore_ascii_case(ctx.dtype))))
+        self.tp_at_least.is_none_or(|t| ctx.tp >= t)
+            && self.tp_at_most.is_none_or(|t| ctx.tp <= t)
+            && (self.dtype.is_empty() || self.dtype.iter().any(|d| d.eq_ignore_ascii_case(ctx.dtype)))
     }
 }
 

@@ -116,7 +116,11 @@ impl LlmSpec {
 
     /// Inner width of one expert's FFN (the dense FFN's for a dense model).
     pub fn expert_ffn_size(&self) -> u32 {
-        if self.is_moe() { self.moe_intermediate_size.unwrap_or(self.intermediate_size) } else { self.intermediate_size }
+        if self.is_moe() {
+            self.moe_intermediate_size.unwrap_or(self.intermediate_size)
+        } else {
+            self.intermediate_size
+        }
     }
 
     /// Parameters of the dense FFN of a dense layer.

@@ -157,26 +157,22 @@ pub fn apply_preset(table: &mut toml::Table, catalog: &Catalog) -> Result<(), Co
     let gpu_name = hw.and_then(|h| h.get("gpu")).and_then(|g| g.as_str()).unwrap_or("h100-sxm");
     let gpu = inline.or_else(|| catalog.gpu(gpu_name).map(|e| e.spec.clone()));
     let tp = hw.and_then(|h| h.get("tp")).and_then(|t| t.as_integer()).unwrap_or(1).max(1) as u32;
-    let dtype = table
-        .get("model")
-        .and_then(|m| m.get("dtype"))
-        .and_then(|d| d.as_str())
-        .unwrap_or("bf16")
-        .to_string();
+    let dtype = table.get("model").and_then(|m| m.get("dtype")).and_then(|d| d.as_str()).unwrap_or("bf16").to_string();
     let model = table.get("model").and_then(|m| m.as_table());
-    let max_model_len = engine
-        .get("max_model_len")
-        .and_then(|v| v.as_integer())
-        .map(|v| v as u32)
-        .or_else(|| {
-            let spec = model.and_then(|m| m.get("spec")).and_then(|s| s.get("max_context")).and_then(|v| v.as_integer());
-            spec.map(|v| v as u32).or_else(|| {
-                let name = model.and_then(|m| m.get("name")).and_then(|n| n.as_str())?;
-                catalog.model(name).map(|e| e.spec.max_context)
-            })
-        });
+    let max_model_len = engine.get("max_model_len").and_then(|v| v.as_integer()).map(|v| v as u32).or_else(|| {
+        let spec = model.and_then(|m| m.get("spec")).and_then(|s| s.get("max_context")).and_then(|v| v.as_integer());
+        spec.map(|v| v as u32).or_else(|| {
+            let name = model.and_then(|m| m.get("name")).and_then(|n| n.as_str())?;
+            catalog.model(name).map(|e| e.spec.max_context)
+        })
+    });
     let ctx = crate::catalog::engine::Context { gpu: gpu.as_ref(), tp, dtype: &dtype, max_model_len };
-    let (engine_keys, cost_keys) = preset_keys(&name, catalog, &ctx)?;
+    let (mut engine_keys, cost_keys) = preset_keys(&name, catalog, &ctx)?;
+    if engine.get("chunked_prefill").and_then(|v| v.as_bool()) == Some(true) {
+        // The scenario chunks prompts: the profile's unchunked mixing (TensorRT-LLM
+        // batches whole prompts with decodes) gives way, as chunking already mixes.
+        engine_keys.remove("mixed_prefill");
+    }
     fill(table, "engine", engine_keys);
     fill(table, "cost", cost_keys);
     Ok(())

@@ -9,8 +9,8 @@ mod validate;
 mod workload;
 
 pub use load::{
-    LoadedScenario, apply_preset, apply_set, load_scenario, load_scenario_str, load_scenario_str_with, load_scenario_with,
-    parse_value, preset_keys, set_value,
+    LoadedScenario, apply_preset, apply_set, load_scenario, load_scenario_str, load_scenario_str_with,
+    load_scenario_with, parse_value, preset_keys, set_value,
 };
 pub use workload::*;
 
@@ -435,6 +435,11 @@ pub struct EngineConfig {
     pub preprocess_ms: f64,
     /// Preprocessing delay per prompt token, microseconds.
     pub preprocess_us_per_token: f64,
+    /// Processes that preprocess requests (the API server: HTTP handling,
+    /// tokenisation), each one request at a time, first come first served;
+    /// 0: unlimited (preprocessing is a pure delay). vLLM serves from one
+    /// API server process unless `--api-server-count` says otherwise.
+    pub frontend_workers: u32,
     /// Order of the waiting queue.
     pub queue_order: QueueOrder,
     /// `priority` order: a waiting request gains one priority level per this
@@ -698,6 +703,7 @@ impl Default for EngineConfig {
             preemption: Preemption::Recompute,
             swap_space_gb: 4.0,
             swap_bandwidth_gbps: 25.0,
+            frontend_workers: 0,
             memory_plan: MemoryPlanKind::Legacy,
             mem_fraction_static: None,
             kv_cache_free_gpu_memory_fraction: 0.9,
@@ -769,6 +775,9 @@ pub struct CostConfig {
     pub gemm_efficiency_scale: f64,
     /// `kernel` model: the engine's attention kernels relative to the measured ones.
     pub attention_efficiency_scale: f64,
+    /// `kernel` model: the engine's fused-MoE kernels relative to the measured
+    /// ones (scales both their compute and their weight streaming).
+    pub moe_efficiency_scale: f64,
 }
 
 impl Default for CostConfig {
@@ -787,6 +796,7 @@ impl Default for CostConfig {
             custom_allreduce_max_kb: 0.0,
             gemm_efficiency_scale: 1.0,
             attention_efficiency_scale: 1.0,
+            moe_efficiency_scale: 1.0,
         }
     }
 }

@@ -129,11 +129,7 @@ impl Scenario {
             );
         }
         if e.new_token_ratio_decay_steps == 0 {
-            return fail(
-                "engine.new_token_ratio_decay_steps",
-                "must be at least 1",
-                "use 600 (SGLang's default)",
-            );
+            return fail("engine.new_token_ratio_decay_steps", "must be at least 1", "use 600 (SGLang's default)");
         }
         if e.block_size == 0 || e.block_size > 1024 {
             return fail(
@@ -228,12 +224,17 @@ impl Scenario {
         non_negative("cost.custom_allreduce_max_kb", c.custom_allreduce_max_kb)?;
         for (k, v) in [("cost.cpu_overlap", c.cpu_overlap), ("cost.comm_overlap", c.comm_overlap)] {
             if !(0.0..=1.0).contains(&v) {
-                return fail(k, format!("must be in [0, 1], got {v}"), "use a fraction: 0 = not hidden, 1 = fully hidden");
+                return fail(
+                    k,
+                    format!("must be in [0, 1], got {v}"),
+                    "use a fraction: 0 = not hidden, 1 = fully hidden",
+                );
             }
         }
-        for (k, v) in
-            [("cost.gemm_efficiency_scale", c.gemm_efficiency_scale), ("cost.attention_efficiency_scale", c.attention_efficiency_scale)]
-        {
+        for (k, v) in [
+            ("cost.gemm_efficiency_scale", c.gemm_efficiency_scale),
+            ("cost.attention_efficiency_scale", c.attention_efficiency_scale),
+        ] {
             if !(v > 0.0 && v <= 2.0) {
                 return fail(k, format!("must be in (0, 2], got {v}"), "1 keeps the GPU's measured kernel efficiency");
             }

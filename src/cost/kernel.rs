@@ -154,14 +154,22 @@ impl Kernels {
         let bytes = touched * params * wbytes + rows * (up.1 + up.0 + down.0) * ACT;
         acc.flops += flops;
         acc.bytes += bytes;
-        lat * 1e-6 + smax(2.0 * touched * padded * params / (peak * eff * scale), bytes / (self.bw * stream))
+        lat * 1e-6 + smax(2.0 * touched * padded * params / (peak * eff * scale), bytes / (self.bw * stream * scale))
     }
 
     /// Time of prefill attention over `pairs` causal query-key pairs of
     /// `tokens` query tokens with `heads` query heads of `head_dim` per GPU,
     /// moving `bytes` (KV read and written, queries, outputs), seconds; `scale`
     /// is the engine's attention efficiency scale. No launch latency.
-    pub fn prefill_attention_work(&self, heads: f64, head_dim: f64, pairs: f64, tokens: f64, bytes: f64, scale: f64) -> f64 {
+    pub fn prefill_attention_work(
+        &self,
+        heads: f64,
+        head_dim: f64,
+        pairs: f64,
+        tokens: f64,
+        bytes: f64,
+        scale: f64,
+    ) -> f64 {
         // The fresh-prompt length with the same work per query token.
         let s = (2.0 * pairs / tokens).max(1.0);
         let eff = self.k.prefill_attention_efficiency * scale * s / (s + self.k.prefill_attention_half_len);
@@ -247,6 +255,7 @@ pub struct KernelModel {
     /// Peak of the weights' format, for MFU.
     peak_flops: f64,
     gemm_eff: f64,
+    moe_eff: f64,
     attn_eff: f64,
     /// Layers of the largest pipeline stage.
     layers: f64,
@@ -358,6 +367,7 @@ impl KernelModel {
         KernelModel {
             peak_flops: if path == Path::W8A8 { kern.peak_fp8 } else { kern.peak_bf16 },
             gemm_eff: cost.gemm_efficiency_scale,
+            moe_eff: cost.moe_efficiency_scale,
             attn_eff: cost.attention_efficiency_scale,
             layers: stage,
             model_layers: total,
@@ -427,7 +437,7 @@ impl KernelModel {
                 let touched = m.here * (1.0 - (1.0 - m.k / m.experts).powf(t));
                 let rows = t * m.k * m.share;
                 let mut one = StepCost::default();
-                let mut lt = self.kern.moe(rows, touched, m.up, m.down, m.path, self.gemm_eff, &mut one);
+                let mut lt = self.kern.moe(rows, touched, m.up, m.down, m.path, self.moe_eff, &mut one);
                 lt += 2.0 * self.all_to_all_time(t * m.a2a_bytes_per_token);
                 time += m.layers * lt;
                 acc.flops += m.layers * one.flops;
@@ -507,11 +517,7 @@ impl KernelModel {
         let (tt, tf, tb) = self.token_part(t * inv_m);
         let (at, af, ab) = self.attention(b, inv_m);
         let stage = tt + at;
-        let mut cost = StepCost {
-            time: 0.0,
-            flops: (tf + af) * m / self.pp,
-            bytes: (tb + ab) * m / self.pp,
-        };
+        let mut cost = StepCost { time: 0.0, flops: (tf + af) * m / self.pp, bytes: (tb + ab) * m / self.pp };
         let mut time = (m + self.pp - 1.0) * stage;
         if self.pp > 1.0 {
             // Activations handed to the next stage over the link.

@@ -615,15 +615,18 @@ impl<C: StepCostModel> Replica<C> {
             return;
         }
         let full = (kv_tokens / self.p.block_size as u64).min(total) as u32;
-        for j in 0..shared {
+        // Tail first, as vLLM frees a request's blocks (single_type_kv_cache_manager.py
+        // free: reversed order), so eviction takes a sequence's last blocks before
+        // its leading ones and a preempted request resumes with its prefix cached.
+        for j in (shared..full).rev() {
+            let id = self.block_id(req, r, j);
+            self.cache.insert_unused(id);
+        }
+        for j in (0..shared).rev() {
             let id = self.block_id(req, r, j);
             if self.cache.release(id) {
                 self.free_blocks += 1;
             }
-        }
-        for j in shared..full {
-            let id = self.block_id(req, r, j);
-            self.cache.insert_unused(id);
         }
         self.free_blocks += total - shared as u64;
     }

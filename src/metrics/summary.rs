@@ -731,8 +731,7 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
     let disaggregation = split.then(|| {
         let link = s.disaggregation.clone().unwrap_or_default();
         let l = &setup.llm;
-        let per_token =
-            2.0 * l.num_layers as f64 * l.num_kv_heads as f64 * l.head_dim as f64 * s.kv_dtype().bytes();
+        let per_token = 2.0 * l.num_layers as f64 * l.num_kv_heads as f64 * l.head_dim as f64 * s.kv_dtype().bytes();
         // Requests that reached a decode pool: their first token came from a prefill pool and more followed.
         let moved: Vec<f64> = out
             .records

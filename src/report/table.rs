@@ -230,7 +230,10 @@ fn format_pool(o: &mut String, setup: &Setup, p: &crate::Pool) {
     }
     rule(o, "Memory plan per GPU");
     row(o, "GPU memory (GiB)", num(m.gpu_memory_gib, 2));
-    row(o, &format!("Usable at utilisation {} (GiB)", e.gpu_memory_utilization), num(m.usable_gib_per_gpu, 2));
+    if matches!(m.engine_plan.as_str(), "legacy" | "vllm") {
+        // (SGLang and TensorRT-LLM budget by their own fractions: see the formula below.)
+        row(o, &format!("Usable at utilisation {} (GiB)", e.gpu_memory_utilization), num(m.usable_gib_per_gpu, 2));
+    }
     row(o, "Weights (GiB)", format!("{} (of {} total)", num(m.weights_gib_per_gpu, 2), num(m.weights_gib_total, 2)));
     row(o, "Activations, profiled (GiB)", num(m.activation_gib_per_gpu, 2));
     row(o, "Reserve (GiB)", num(m.reserve_gib_per_gpu, 2));
@@ -258,7 +261,31 @@ fn format_pool(o: &mut String, setup: &Setup, p: &crate::Pool) {
         format!("{:.0}", m.kv_capacity_tokens as f64 / mean_len),
     );
     row(o, "Max concurrent seqs (max_num_seqs)", e.max_num_seqs);
+    if let Some(r) = m.max_running {
+        row(o, "Max running requests (engine limit)", r);
+    }
+    row(o, "KV cache dtype", &m.kv_dtype);
+    if m.engine_plan != "legacy" {
+        let _ = writeln!(o, "KV budget as {} computes it:", m.engine_plan);
+        let _ = writeln!(o, "  {}", m.formula);
+        for l in &m.engine_log {
+            let _ = writeln!(o, "  {} would log: {l}", m.engine_plan);
+        }
+    }
+    let fit = m.kv_capacity_tokens as f64 / mean_len;
+    if fit < FEW_SEQS {
+        let _ = writeln!(
+            o,
+            "warning: the KV cache holds only {fit:.1} sequences of the mean length ({mean_len:.0} tokens): memory, \
+             not compute, will limit the batch; consider more GPUs (hardware.tp), an FP8 KV cache \
+             (model.kv_dtype = \"fp8\") or a larger engine.gpu_memory_utilization"
+        );
+    }
 }
+
+/// Below this many sequences of the mean length in the KV cache, `check`
+/// warns that memory decides the batch size.
+const FEW_SEQS: f64 = 8.0;
 
 /// The resolved configuration and memory plan, for `servesim check`.
 pub fn format_check(setup: &Setup) -> String {

@@ -14,8 +14,13 @@ use crate::catalog::{GpuSpec, KernelSpec};
 use crate::cost::{GemmPath, Kernels, StepCost};
 
 /// (AIConfigurator system, catalogue GPU) pairs.
-pub const SYSTEMS: &[(&str, &str)] =
-    &[("a100_sxm", "a100-80gb"), ("h100_sxm", "h100-sxm"), ("h200_sxm", "h200"), ("b200_sxm", "b200"), ("l40s", "l40s")];
+pub const SYSTEMS: &[(&str, &str)] = &[
+    ("a100_sxm", "a100-80gb"),
+    ("h100_sxm", "h100-sxm"),
+    ("h200_sxm", "h200"),
+    ("b200_sxm", "b200"),
+    ("l40s", "l40s"),
+];
 
 /// The shipped table `validation/data/aic/<system>_<kind>.csv`.
 pub fn aic_table(system: &str, kind: &str) -> Table {
@@ -74,8 +79,13 @@ pub fn gemm_row(k: &Kernels, t: &Table, r: &[String]) -> Option<(String, f64, f6
 
 /// Predicted prefill attention time (ms) of a context-attention row.
 pub fn context_row(k: &Kernels, t: &Table, r: &[String]) -> (String, f64, f64) {
-    let (b, s, h, kvh, hd) =
-        (t.num(r, "batch_size"), t.num(r, "seq_len"), t.num(r, "num_heads"), t.num(r, "num_kv_heads"), t.num(r, "head_dim"));
+    let (b, s, h, kvh, hd) = (
+        t.num(r, "batch_size"),
+        t.num(r, "seq_len"),
+        t.num(r, "num_heads"),
+        t.num(r, "num_kv_heads"),
+        t.num(r, "head_dim"),
+    );
     let kvb = if t.get(r, "kv_cache_dtype") == "fp8" { 1.0 } else { 2.0 };
     let pairs = b * s * (s + 1.0) / 2.0;
     let bytes = b * s * (h * hd * 4.0 + 2.0 * kvh * hd * (2.0 + kvb));
@@ -85,11 +95,17 @@ pub fn context_row(k: &Kernels, t: &Table, r: &[String]) -> (String, f64, f64) {
 
 /// Predicted decode attention time (ms) of a generation-attention row.
 pub fn generation_row(k: &Kernels, t: &Table, r: &[String]) -> (String, f64, f64) {
-    let (b, l, h, kvh, hd) =
-        (t.num(r, "batch_size"), t.num(r, "kv_len"), t.num(r, "num_heads"), t.num(r, "num_kv_heads"), t.num(r, "head_dim"));
+    let (b, l, h, kvh, hd) = (
+        t.num(r, "batch_size"),
+        t.num(r, "kv_len"),
+        t.num(r, "num_heads"),
+        t.num(r, "num_kv_heads"),
+        t.num(r, "head_dim"),
+    );
     let kvb = if t.get(r, "kv_cache_dtype") == "fp8" { 1.0 } else { 2.0 };
     let bytes = b * l * 2.0 * kvh * hd * kvb;
-    let p = (k.decode_attention_work(bytes, 4.0 * h * hd * b * l, b, 1.0) + k.k.decode_attention_latency_us * 1e-6) * 1e3;
+    let p =
+        (k.decode_attention_work(bytes, 4.0 * h * hd * b * l, b, 1.0) + k.k.decode_attention_latency_us * 1e-6) * 1e3;
     (format!("decode b={b} kv_len={l} heads={h}/{kvh} kv={}", t.get(r, "kv_cache_dtype")), t.num(r, "latency_ms"), p)
 }
 

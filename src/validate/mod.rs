@@ -13,14 +13,16 @@
 //! licences and provenance in `validation/README.md`), so `validate` runs
 //! anywhere and gives the same numbers on every machine.
 
+pub mod band;
 mod csv;
 mod kernels;
 mod memory;
 mod serving;
 mod steps;
 
+pub use band::{ErrorBand, band, snapshot};
 pub use csv::Table;
-pub use serving::{simulate, trtllm_bench_settings};
+pub use serving::{gpustack_blocks, gpustack_problem, offline_scenario, simulate, trtllm_bench_settings};
 pub use steps::{decode_step, prefill_step};
 
 use crate::Catalog;
@@ -36,18 +38,24 @@ pub struct Row {
     /// The quantity: `ms`, `tokens`, `tok/s`, `ttft_median_ms`, ...
     pub metric: String,
     /// The measured value.
+    #[serde(deserialize_with = "null_as_nan")]
     pub measured: f64,
-    /// servesim's prediction.
+    /// servesim's prediction (JSON null: none).
+    #[serde(deserialize_with = "null_as_nan")]
     pub predicted: f64,
     /// Why the row is left out of the statistics, if it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub excluded: Option<String>,
+    /// Whether a shipped constant was fitted to this row (its error is a fit,
+    /// counted apart from the held-out rows).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fitted: bool,
 }
 
 impl Row {
     /// A row that counts.
     pub fn new(id: impl Into<String>, metric: &str, measured: f64, predicted: f64) -> Row {
-        Row { id: id.into(), metric: metric.into(), measured, predicted, excluded: None }
+        Row { id: id.into(), metric: metric.into(), measured, predicted, excluded: None, fitted: false }
     }
 
     /// Relative error (predicted − measured) / measured.
@@ -62,10 +70,13 @@ pub struct Stats {
     /// Rows counted.
     pub n: usize,
     /// Median |error|.
+    #[serde(deserialize_with = "null_as_nan")]
     pub median_abs: f64,
     /// Largest |error|.
+    #[serde(deserialize_with = "null_as_nan")]
     pub worst_abs: f64,
     /// Median signed error (negative: servesim predicts too little).
+    #[serde(deserialize_with = "null_as_nan")]
     pub bias: f64,
 }
 
@@ -83,6 +94,11 @@ impl Stats {
             bias: median(errors),
         }
     }
+}
+
+/// Reads a number that JSON wrote as null (a NaN) back as NaN.
+fn null_as_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 /// The median of a slice (the mean of the middle two for an even count).
@@ -129,20 +145,26 @@ pub struct Dataset {
 }
 
 impl Dataset {
-    /// Statistics of the counted rows, per metric and over all.
-    pub fn stats(&self) -> Vec<(String, Stats)> {
-        let mut metrics: Vec<String> = Vec::new();
+    /// Statistics of the counted rows, per metric, the rows a constant was
+    /// fitted to apart from the held-out ones: `(metric, fitted, stats)`.
+    pub fn stats(&self) -> Vec<(String, bool, Stats)> {
+        let mut groups: Vec<(String, bool)> = Vec::new();
         for r in self.rows.iter().filter(|r| r.excluded.is_none()) {
-            if !metrics.contains(&r.metric) {
-                metrics.push(r.metric.clone());
+            let fitted = r.fitted || self.role == Role::InSample;
+            if !groups.iter().any(|(m, f)| *m == r.metric && *f == fitted) {
+                groups.push((r.metric.clone(), fitted));
             }
         }
-        metrics
+        groups
             .into_iter()
-            .map(|m| {
-                let e: Vec<f64> =
-                    self.rows.iter().filter(|r| r.excluded.is_none() && r.metric == m).map(Row::error).collect();
-                (m, Stats::of(&e))
+            .map(|(m, f)| {
+                let e: Vec<f64> = self
+                    .rows
+                    .iter()
+                    .filter(|r| r.excluded.is_none() && r.metric == m && (r.fitted || self.role == Role::InSample) == f)
+                    .map(Row::error)
+                    .collect();
+                (m, f, Stats::of(&e))
             })
             .collect()
     }
@@ -212,24 +234,21 @@ pub fn format_summary(sets: &[Dataset]) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "{:<22} {:<16} {:>5} {:>9} {:>9} {:>8}  {}",
-        "data set", "metric", "n", "median|e|", "worst|e|", "bias", "role"
+        "{:<22} {:<20} {:>5} {:>9} {:>9} {:>8}  role",
+        "data set", "metric", "n", "median|e|", "worst|e|", "bias"
     );
     for d in sets {
-        for (m, s) in d.stats() {
+        for (m, fitted, s) in d.stats() {
             let _ = writeln!(
                 o,
-                "{:<22} {:<16} {:>5} {:>8.1}% {:>8.1}% {:>+7.1}%  {}",
+                "{:<22} {:<20} {:>5} {:>8.1}% {:>8.1}% {:>+7.1}%  {}",
                 d.key,
                 m,
                 s.n,
                 s.median_abs * 100.0,
                 s.worst_abs * 100.0,
                 s.bias * 100.0,
-                match d.role {
-                    Role::HeldOut => "held out",
-                    Role::InSample => "in-sample fit",
-                }
+                if fitted { "in-sample fit" } else { "held out" }
             );
         }
     }
@@ -254,7 +273,11 @@ pub fn format_rows(d: &Dataset) -> String {
             sig(r.measured),
             sig(r.predicted),
             r.error() * 100.0,
-            r.excluded.as_ref().map_or(String::new(), |x| format!("  (left out: {x})"))
+            match (&r.excluded, r.fitted) {
+                (Some(x), _) => format!("  (left out: {x})"),
+                (None, true) => "  (fitted)".into(),
+                _ => String::new(),
+            }
         );
     }
     o

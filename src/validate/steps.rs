@@ -7,7 +7,6 @@ use crate::Catalog;
 use crate::catalog::{GpuSpec, LlmSpec};
 use crate::config::{CostConfig, Dtype, KvDtype};
 use crate::cost::{GemmPath, KernelModel, Kernels, Layout, StepBatch, StepCost, StepCostModel};
-use std::collections::BTreeMap;
 
 fn model(catalog: &Catalog, name: &str) -> LlmSpec {
     catalog.model(name).unwrap_or_else(|| panic!("model {name} missing from the catalogue")).spec.clone()
@@ -44,66 +43,36 @@ pub fn decode_step(b: u32, ctx: f64) -> StepBatch {
     StepBatch { decode_seqs: b, decode_ctx_tokens: b as f64 * ctx, logits: b, ..Default::default() }
 }
 
-fn mean(v: &[f64]) -> f64 {
-    v.iter().sum::<f64>() / v.len() as f64
-}
-
 /// The engine the step-time data sets are compared with: vLLM V0's profile
 /// (the closest shipped engine to the 2023-era engines that were measured).
 const STEP_PRESET: &str = "vllm-v0";
 
-/// Splitwise's profile of Llama-2-70B on DGX-A100 at tp 2/4/8.
+/// Splitwise's profile of Llama-2-70B on DGX-A100 at tp 2/4/8, read as
+/// `servesim calibrate` reads it and predicted with the profile's values.
 pub fn splitwise(catalog: &Catalog) -> crate::Result<Dataset> {
-    let t = Table::parse(include_str!("../../validation/data/splitwise_perf_model_a100.csv"), "splitwise");
-    let llm = model(catalog, "llama-2-70b");
-    let a100 = gpu(catalog, "a100-80gb");
-    type Reps = Vec<(f64, f64, f64)>;
-    let mut groups: BTreeMap<(u32, u32, u32, u32), Reps> = BTreeMap::new();
-    for r in t.rows.iter().filter(|r| t.get(r, "model") == "llama2-70b") {
-        let key = (
-            t.num(r, "tensor_parallel") as u32,
-            t.num(r, "prompt_size") as u32,
-            t.num(r, "batch_size") as u32,
-            t.num(r, "token_size") as u32,
-        );
-        groups.entry(key).or_default().push((t.num(r, "prompt_time"), t.num(r, "token_time"), t.num(r, "e2e_time")));
-    }
-    let mut models: BTreeMap<u32, KernelModel> = BTreeMap::new();
-    for tp in [2, 4, 8] {
-        let cost = profile_cost(catalog, STEP_PRESET, &a100, tp);
-        models.insert(tp, KernelModel::new(&llm, &a100, &Layout::tensor(tp), Dtype::Bf16, KvDtype::Bf16, &cost));
-    }
-    // TP 2 at batch 64 is inconsistent with its neighbours (its prefill is 8x
-    // faster than at batch 32): at TP 2 the weights fill ~69 of each 80 GB, and
-    // 64 x 640 tokens of KV cache would not fit; the batch never ran whole.
-    let excluded = |tp: u32, b: u32| (tp == 2 && b == 64).then(|| "tp 2 batch 64: does not fit in memory".to_string());
-    let mut rows = Vec::new();
-    let mut prefill: BTreeMap<(u32, u32, u32), Vec<f64>> = BTreeMap::new();
-    for (&(tp, p, b, _), reps) in &groups {
-        prefill.entry((tp, p, b)).or_default().extend(reps.iter().map(|r| r.0));
-    }
-    for (&(tp, p, b), times) in &prefill {
-        let pred = models.get_mut(&tp).expect("tp").step(&prefill_step(b, p)).time * 1e3;
-        let mut row = Row::new(format!("tp{tp} prefill b={b} p={p}"), "prefill ms", mean(times), pred);
-        row.excluded = excluded(tp, b);
-        rows.push(row);
-    }
-    for (&(tp, p, b, out), reps) in &groups {
-        let pt = mean(&reps.iter().map(|r| r.0).collect::<Vec<_>>());
-        let tt = mean(&reps.iter().map(|r| r.1).collect::<Vec<_>>());
-        let e2e = mean(&reps.iter().map(|r| r.2).collect::<Vec<_>>());
-        // Generations with token_size >= 512 stop early: the tokens actually
-        // generated follow from e2e ≈ prompt_time + (n − 1) token_time.
-        let n = (((e2e - pt) / tt).round() + 1.0).clamp(1.0, out as f64);
-        let pred = models.get_mut(&tp).expect("tp").step(&decode_step(b, p as f64 + n / 2.0)).time * 1e3;
-        let mut row = Row::new(format!("tp{tp} decode b={b} p={p} out={out}"), "decode ms", tt, pred);
-        row.excluded = excluded(tp, b);
+    let text = include_str!("../../validation/data/splitwise_perf_model_a100.csv");
+    let p = crate::calibrate::inputs::splitwise(text, catalog, None, STEP_PRESET)?;
+    let idx: Vec<usize> = (0..p.points.len()).collect();
+    let pred = p.predict(catalog, &[], &[], &idx)?;
+    let mut rows: Vec<Row> = p
+        .points
+        .iter()
+        .zip(pred)
+        .map(|(q, v)| {
+            let metric = if q.label.contains(" prefill ") { "prefill ms" } else { "decode ms" };
+            Row::new(q.label.trim_start_matches("llama2-70b a100-80gb ").to_string(), metric, q.measured, v)
+        })
+        .collect();
+    for why in p.skipped {
+        let mut row = Row::new(why.split(':').next().unwrap_or("").to_string(), "prefill ms", f64::NAN, f64::NAN);
+        row.excluded = Some(why);
         rows.push(row);
     }
     Ok(Dataset {
         key: "splitwise".into(),
         title: "Splitwise (ISCA '24): Llama-2-70B prefill and decode step times on DGX-A100 80 GB, tp 2/4/8".into(),
-        source: "validation/data/splitwise_perf_model_a100.csv (Mutinifni/splitwise-sim data/perf_model.csv, MIT)".into(),
+        source: "validation/data/splitwise_perf_model_a100.csv (Mutinifni/splitwise-sim data/perf_model.csv, MIT)"
+            .into(),
         method: format!("one step of the kernel cost model with the {STEP_PRESET} profile's overheads"),
         role: Role::HeldOut,
         note: "held out: no constant was fitted to it; the measuring engine (2023) is not named in the data".into(),
@@ -129,7 +98,12 @@ pub fn sarathi(catalog: &Catalog) -> crate::Result<Dataset> {
         let b = t.num(r, "batch_size") as u32;
         // 1024-token requests split 255:1: 1020 prompt + 4 output tokens.
         let pred = m.step(&decode_step(b, 1022.0)).time * 1e3;
-        rows.push(Row::new(format!("decode b={b} ctx=1022"), "decode ms", t.num(r, "batch_execution_time") * 1e3, pred));
+        rows.push(Row::new(
+            format!("decode b={b} ctx=1022"),
+            "decode ms",
+            t.num(r, "batch_execution_time") * 1e3,
+            pred,
+        ));
     }
     let t = Table::parse(include_str!("../../validation/data/sarathi_figure-2__prefill.csv"), "sarathi prefill");
     for r in &t.rows {

@@ -1,0 +1,250 @@
+//! `servesim validate` and `servesim calibrate`: the validation numbers are a
+//! snapshot (validation/expected.json), and fitting recovers parameters the
+//! model itself was given, from noisy synthetic measurements.
+
+use rand::SeedableRng;
+use rand_distr::{Distribution, Normal};
+use servesim::Catalog;
+use servesim::calibrate::{Input, Options, inputs, lm, param_for};
+use servesim::config::load_scenario_str;
+use std::path::{Path, PathBuf};
+
+fn close(a: f64, b: f64) -> bool {
+    (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= 1e-6 * a.abs().max(b.abs())
+}
+
+/// Every data set's statistics, and every row of the smaller ones, equal the
+/// committed snapshot. After a deliberate change, rewrite it with
+/// `servesim validate --snapshot validation/expected.json` and say in the
+/// commit which numbers moved.
+#[test]
+fn validate_numbers_match_the_snapshot() {
+    let catalog = Catalog::builtin().unwrap();
+    let sets = servesim::validate::run(&catalog, &[]).unwrap();
+    let now = servesim::validate::snapshot(&sets);
+    let expected = servesim::validate::band::expected();
+    let keys = |s: &[servesim::validate::band::SnapshotSet]| s.iter().map(|d| d.key.clone()).collect::<Vec<_>>();
+    assert_eq!(keys(&now), keys(&expected), "data sets differ from validation/expected.json");
+    let fix = "if the change is deliberate: servesim validate --snapshot validation/expected.json";
+    for (n, e) in now.iter().zip(&expected) {
+        assert_eq!(n.stats.len(), e.stats.len(), "{}: metrics changed ({fix})", n.key);
+        for ((m1, f1, s1), (m2, f2, s2)) in n.stats.iter().zip(&e.stats) {
+            assert_eq!((m1, f1, s1.n), (m2, f2, s2.n), "{}: rows counted changed ({fix})", n.key);
+            for (a, b, what) in [
+                (s1.median_abs, s2.median_abs, "median"),
+                (s1.worst_abs, s2.worst_abs, "worst"),
+                (s1.bias, s2.bias, "bias"),
+            ] {
+                assert!(close(a, b), "{} {m1}: {what} |error| {a} vs {b} in the snapshot ({fix})", n.key);
+            }
+        }
+        assert_eq!(n.rows.len(), e.rows.len(), "{}: rows changed ({fix})", n.key);
+        for (a, b) in n.rows.iter().zip(&e.rows) {
+            assert_eq!(
+                (&a.id, &a.metric, a.fitted, &a.excluded),
+                (&b.id, &b.metric, b.fitted, &b.excluded),
+                "{}",
+                n.key
+            );
+            assert!(
+                close(a.measured, b.measured) && close(a.predicted, b.predicted),
+                "{} {}: {a:?} vs {b:?}",
+                n.key,
+                a.id
+            );
+        }
+    }
+}
+
+/// The validated error bands that capacity and plan print come from the
+/// snapshot: held-out rows of the profile on the GPU, else on other GPUs.
+#[test]
+fn error_bands_come_from_held_out_rows() {
+    let b = servesim::validate::band(Some("vllm-v1"), "a100-80gb");
+    assert!(b.same_gpu && b.n >= 30, "{b:?}");
+    assert!(b.median_abs > 0.0 && b.median_abs <= b.worst_abs);
+    let h = servesim::validate::band(Some("vllm-v1"), "h100-sxm");
+    assert!(!h.same_gpu && h.describe().contains("NOT validated on this GPU"));
+    let t = servesim::validate::band(Some("trtllm"), "l40s");
+    assert!(t.same_gpu && t.n > 50, "{t:?}");
+    let legacy = servesim::validate::band(None, "h100-sxm");
+    assert_eq!(legacy.n, 0);
+    assert!(legacy.describe().contains("not validated"));
+}
+
+const SCENARIO: &str = r#"
+num_requests = 1
+[model]
+name = "llama-3.1-8b"
+[hardware]
+gpu = "h100-sxm"
+[engine]
+preset = "vllm-v1"
+[workload]
+rate = 1
+prompt_tokens = { dist = "fixed", value = 16 }
+output_tokens = { dist = "fixed", value = 16 }
+"#;
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("servesim-validation-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// Steps of many shapes: prefills of 64-8192 tokens, decodes of 1-256
+/// sequences at several contexts, and mixed steps.
+fn step_rows() -> Vec<(u32, u32, f64)> {
+    let mut rows = Vec::new();
+    for p in [64, 256, 1024, 4096, 8192] {
+        rows.push((p, 0, 0.0));
+    }
+    for b in [1, 2, 4, 8, 16, 32, 64, 128, 256] {
+        for ctx in [256.0, 2048.0] {
+            rows.push((0, b, b as f64 * ctx));
+        }
+    }
+    for (p, b) in [(512, 16), (2048, 64), (256, 128)] {
+        rows.push((p, b, b as f64 * 1000.0));
+    }
+    rows
+}
+
+fn write_steps(path: &Path, rows: &[(u32, u32, f64)], seconds: &[f64]) {
+    let mut text = String::from("prefill_tokens,decode_seqs,decode_context_tokens,measured_s\n");
+    for ((p, b, c), s) in rows.iter().zip(seconds) {
+        text += &format!("{p},{b},{c},{s}\n");
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// Fitting recovers the step and per-sequence overheads the model was given,
+/// from its own step times with 2 % lognormal noise, and the held-out error
+/// stays at the noise level.
+#[test]
+fn calibrate_recovers_known_overheads_from_noisy_steps() {
+    let catalog = Catalog::builtin().unwrap();
+    let loaded = load_scenario_str(SCENARIO, Path::new("steps.toml"), &[]).unwrap();
+    let rows = step_rows();
+    let path = tmp("steps.csv");
+    write_steps(&path, &rows, &vec![1.0; rows.len()]);
+    let problem = inputs::read(&path, &catalog, Some(&loaded), "vllm-v1").unwrap();
+    let params: Vec<lm::Param> =
+        ["cost.step_overhead_ms", "cost.per_seq_overhead_ms"].iter().map(|k| param_for(k, 0.0).unwrap()).collect();
+    let truth = [3.5, 0.12];
+    let idx: Vec<usize> = (0..problem.points.len()).collect();
+    let exact = problem.predict(&catalog, &params, &truth, &idx).unwrap();
+    let mut rng = rand_pcg::Pcg64::seed_from_u64(7);
+    let noise = Normal::new(0.0, 0.02).unwrap();
+    let noisy: Vec<f64> = exact.iter().map(|ms| ms * 1e-3 * f64::exp(noise.sample(&mut rng))).collect();
+    write_steps(&path, &rows, &noisy);
+    let opts = Options {
+        input: Input::File(path.clone()),
+        scenario: Some(loaded),
+        preset: None,
+        fit: vec!["step_overhead_ms".into(), "per_seq_overhead_ms".into()],
+        folds: 5,
+        rows: Vec::new(),
+        name: Some("fitted".into()),
+    };
+    let (report, profile) = servesim::calibrate::run(&opts, &catalog).unwrap();
+    let got: Vec<f64> = report.params.iter().map(|p| p.value).collect();
+    assert!((got[0] - truth[0]).abs() < 0.1 * truth[0], "step overhead {} vs {}", got[0], truth[0]);
+    assert!((got[1] - truth[1]).abs() < 0.15 * truth[1], "per-sequence overhead {} vs {}", got[1], truth[1]);
+    let held = report.held_out.expect("held-out folds");
+    assert!(held.median_abs < 0.03, "held-out median {:.3}", held.median_abs);
+    // The written profile names the fit as the source of each fitted value.
+    assert_eq!(profile.name, "fitted");
+    assert!(profile.sources["cost.step_overhead_ms"].contains("servesim calibrate"));
+    let toml = servesim::calibrate::profile_toml(&profile, &report);
+    assert!(toml.contains(&format!("step_overhead_ms = {}", (got[0] * 1e6).round() / 1e6)), "{toml}");
+}
+
+/// Data that cannot tell two parameters apart is refused with the reason.
+#[test]
+fn calibrate_refuses_what_the_data_cannot_determine() {
+    let catalog = Catalog::builtin().unwrap();
+    let loaded = load_scenario_str(SCENARIO, Path::new("steps.toml"), &[]).unwrap();
+    // Decode steps of one batch size only: a fixed cost per step and a cost
+    // per sequence are the same thing here.
+    let rows: Vec<(u32, u32, f64)> = (0..8).map(|i| (0, 32, 32.0 * (500.0 + 10.0 * i as f64))).collect();
+    let path = tmp("one-batch.csv");
+    write_steps(&path, &rows, &[0.012; 8]);
+    let opts = Options {
+        input: Input::File(path),
+        scenario: Some(loaded),
+        preset: None,
+        fit: vec!["step_overhead_ms".into(), "per_seq_overhead_ms".into()],
+        folds: 4,
+        rows: Vec::new(),
+        name: None,
+    };
+    let err = servesim::calibrate::run(&opts, &catalog).unwrap_err().to_string();
+    assert!(err.contains("cannot tell") && err.contains("per_seq_overhead_ms"), "{err}");
+    // Preprocessing never shows in single steps.
+    let loaded = load_scenario_str(SCENARIO, Path::new("steps.toml"), &[]).unwrap();
+    let rows = step_rows();
+    let path = tmp("steps-pre.csv");
+    write_steps(&path, &rows, &vec![0.02; rows.len()]);
+    let opts =
+        Options { input: Input::File(path), scenario: Some(loaded), fit: vec!["engine.preprocess_ms".into()], ..opts };
+    let err = servesim::calibrate::run(&opts, &catalog).unwrap_err().to_string();
+    assert!(err.contains("cannot determine `engine.preprocess_ms`"), "{err}");
+}
+
+/// A `vllm bench serve --save-detailed` result is simulated with its own
+/// requests in a closed loop of its concurrency, and its TTFT, TPOT and ITL
+/// percentiles become the points to fit.
+#[test]
+fn calibrate_reads_a_vllm_bench_result() {
+    let catalog = Catalog::builtin().unwrap();
+    let n = 40;
+    let doc = serde_json::json!({
+        "max_concurrency": 4,
+        "input_lens": vec![200; n],
+        "output_lens": vec![20; n],
+        "ttfts": (0..n).map(|i| 0.03 + 0.001 * (i % 7) as f64).collect::<Vec<_>>(),
+        "itls": (0..n).map(|i| vec![0.008 + 0.0002 * (i % 5) as f64; 19]).collect::<Vec<_>>(),
+    });
+    let path = tmp("bench.json");
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let loaded = load_scenario_str(SCENARIO, Path::new("bench.toml"), &[]).unwrap();
+    let problem = inputs::read(&path, &catalog, Some(&loaded), "vllm-v1").unwrap();
+    assert_eq!(problem.sims.len(), 1);
+    assert_eq!(problem.points.len(), 15, "TTFT, TPOT and ITL at 5 percentiles");
+    assert!(problem.sims[0].text.contains("closed-loop"));
+    let opts = Options {
+        input: Input::File(path),
+        scenario: Some(loaded),
+        preset: None,
+        fit: vec!["step_overhead_ms".into()],
+        folds: 3,
+        rows: Vec::new(),
+        name: None,
+    };
+    let (report, _) = servesim::calibrate::run(&opts, &catalog).unwrap();
+    let fit = report.in_sample.unwrap();
+    let before = report.before.unwrap();
+    assert!(fit.median_abs <= before.median_abs + 1e-9, "the fit is no worse than the profile");
+}
+
+/// An offline-throughput table becomes one simulation per row; rows the
+/// catalogue cannot simulate are reported, not dropped silently.
+#[test]
+fn calibrate_reads_an_offline_table() {
+    let catalog = Catalog::builtin().unwrap();
+    let path = tmp("offline.csv");
+    std::fs::write(
+        &path,
+        "model,gpu,precision,tp,isl,osl,total_output_tok_s\n\
+         llama-3.1-8b,h100-sxm,FP8,1,128,128,20000\n\
+         llama-3.1-8b,h100-sxm,FP8,1,2048,128,3000\n\
+         no-such-model,h100-sxm,FP8,1,128,128,1000\n",
+    )
+    .unwrap();
+    let problem = inputs::read(&path, &catalog, None, "trtllm").unwrap();
+    assert_eq!(problem.sims.len(), 2);
+    assert_eq!(problem.skipped.len(), 1);
+    assert!(problem.skipped[0].contains("no-such-model"));
+    assert!(problem.sims[0].text.contains("max_num_seqs"), "trtllm-bench's heuristic sets the batch limits");
+}
