@@ -227,6 +227,8 @@ struct RunArgs {
 enum ListWhat {
     Models,
     Gpus,
+    /// Engine profiles (engine.preset).
+    Engines,
 }
 
 #[derive(Debug, Args)]
@@ -638,6 +640,25 @@ fn list(c: &Catalog, what: ListWhat) -> String {
                     s.interconnect_gbps,
                     s.price_per_hour,
                     e.origin
+                );
+            }
+        }
+        ListWhat::Engines => {
+            o += &format!(
+                "{:<10} {:<14} {:<8} {:<10} {:<8}  description\n",
+                "name", "engine", "version", "memory", "cost"
+            );
+            for e in c.engines.values() {
+                let s = &e.spec;
+                let get = |t: &toml::Table, k: &str| t.get(k).and_then(|v| v.as_str()).unwrap_or("legacy").to_string();
+                o += &format!(
+                    "{:<10} {:<14} {:<8} {:<10} {:<8}  {}\n",
+                    e.key,
+                    s.name,
+                    s.version,
+                    get(&s.engine, "memory_plan"),
+                    get(&s.cost, "model"),
+                    s.description
                 );
             }
         }

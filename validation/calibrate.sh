@@ -7,8 +7,9 @@
 # Stage 1 -- dense kernels and request handling, on the five Qwen3-14B BF16 vLLM
 # blocks of GPUStack's A100 runs (ShareGPT and random 32K/4K/2K/128 prompts):
 # the API server's per-request time (one worker), the per-sequence step cost and
-# vLLM's GEMM speed relative to the kernels AIConfigurator measured.
-# Stage 2 -- fused-MoE kernels, on the GLM-4.5-Air and Qwen3-235B BF16 vLLM blocks.
+# how much slower served steps run their GEMMs than the isolated kernel timings
+# the GPU's [kernels] were fitted to.
+# Stage 2 -- served fused-MoE layers against their isolated timings, on the GLM-4.5-Air and Qwen3-235B BF16 vLLM blocks.
 # Everything else in validation/data/gpustack_blocks_corrected.csv (Qwen3-32B,
 # FP8 and AWQ checkpoints, Qwen3-235B FP8 at TP4, GLM-4.6 FP8, SGLang and
 # TensorRT-LLM) stays held out; `servesim validate` reports the two apart.

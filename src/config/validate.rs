@@ -234,6 +234,7 @@ impl Scenario {
         for (k, v) in [
             ("cost.gemm_efficiency_scale", c.gemm_efficiency_scale),
             ("cost.attention_efficiency_scale", c.attention_efficiency_scale),
+            ("cost.moe_efficiency_scale", c.moe_efficiency_scale),
         ] {
             if !(v > 0.0 && v <= 2.0) {
                 return fail(k, format!("must be in (0, 2], got {v}"), "1 keeps the GPU's measured kernel efficiency");
