@@ -322,44 +322,24 @@ impl Budget {
         let g = |b: f64| b / GIB;
         match e.memory_plan {
             MemoryPlanKind::Legacy => {
-                let memory = gpu.memory_bytes();
-                let usable = memory * e.gpu_memory_utilization;
                 let act = activation_bytes(llm, s);
-                let reserve = e.memory_reserve_gb * GIB;
-                let kv = usable - weights - act - reserve;
-                let formula = format!(
-                    "{} × {:.2} GiB − {:.2} weights − {:.2} activations − {:.2} reserve = {:.2} GiB",
-                    e.gpu_memory_utilization,
-                    g(memory),
-                    g(weights),
-                    g(act),
-                    g(reserve),
-                    g(kv)
-                );
-                Budget { memory, usable, act, reserve, kv, formula, mfs: 0.0 }
+                utilisation_budget(gpu.memory_bytes(), e, weights, act, |u, m, w, a, r, kv| {
+                    format!("{u} × {m:.2} GiB − {w:.2} weights − {a:.2} activations − {r:.2} reserve = {kv:.2} GiB")
+                })
             }
             MemoryPlanKind::Vllm => {
                 // vllm/v1/worker/gpu_worker.py determine_available_memory: a dummy
                 // forward of the token budget, then a dummy sampler over
                 // min(max_num_seqs, budget) rows; the peak of the two.
-                let memory = gpu.device_bytes();
-                let usable = memory * e.gpu_memory_utilization;
                 let t = e.max_num_batched_tokens as f64;
                 let rows = (e.max_num_seqs.min(e.max_num_batched_tokens)) as f64;
                 let act = forward_activation_bytes(llm, tp, t).max(sampler_bytes(llm, rows));
-                let reserve = e.memory_reserve_gb * GIB;
-                let kv = usable - weights - act - reserve;
-                let formula = format!(
-                    "gpu_memory_utilization {} × {:.2} GiB − {:.2} weights − {:.2} peak activation (forward of {t:.0} \
-                     tokens, sampler of {rows:.0} rows) − {:.2} non-PyTorch = {:.2} GiB",
-                    e.gpu_memory_utilization,
-                    g(memory),
-                    g(weights),
-                    g(act),
-                    g(reserve),
-                    g(kv)
-                );
-                Budget { memory, usable, act, reserve, kv, formula, mfs: 0.0 }
+                utilisation_budget(gpu.device_bytes(), e, weights, act, |u, m, w, a, r, kv| {
+                    format!(
+                        "gpu_memory_utilization {u} × {m:.2} GiB − {w:.2} weights − {a:.2} peak activation (forward \
+                         of {t:.0} tokens, sampler of {rows:.0} rows) − {r:.2} non-PyTorch = {kv:.2} GiB"
+                    )
+                })
             }
             MemoryPlanKind::Sglang => {
                 // SGLang: KV = free after weights − free at start × (1 − mem_fraction_static)
@@ -447,6 +427,23 @@ impl Budget {
             )],
         }
     }
+}
+
+/// A budget of `gpu_memory_utilization` × `memory` less weights, activations
+/// and the reserve; `formula` writes it from (utilisation, memory GiB,
+/// weights GiB, activations GiB, reserve GiB, KV GiB).
+fn utilisation_budget(
+    memory: f64,
+    e: &crate::config::EngineConfig,
+    weights: f64,
+    act: f64,
+    formula: impl Fn(f64, f64, f64, f64, f64, f64) -> String,
+) -> Budget {
+    let usable = memory * e.gpu_memory_utilization;
+    let reserve = e.memory_reserve_gb * GIB;
+    let kv = usable - weights - act - reserve;
+    let f = formula(e.gpu_memory_utilization, memory / GIB, weights / GIB, act / GIB, reserve / GIB, kv / GIB);
+    Budget { memory, usable, act, reserve, kv, formula: f, mfs: 0.0 }
 }
 
 /// SGLang's automatic `mem_fraction_static` (server_args.py:785-829): the

@@ -261,3 +261,104 @@ fn check_prints_each_pool_and_plan_refuses_pools() {
     assert_eq!(code, 2, "{se}");
     assert!(se.contains("pools[0].engine") && se.contains("max_num_seqz"), "{se}");
 }
+
+#[test]
+fn validate_prints_the_table_and_refuses_unknown_data_sets() {
+    let o = servesim(&["validate", "--only", "memory-logs"]);
+    let (so, se) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{se}");
+    assert!(so.contains("memory-logs") && so.contains("vLLM KV tokens") && so.contains("median|e|"), "{so}");
+    let o = servesim(&["validate", "--only", "memory-log"]);
+    let (_, se) = text(&o);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(se.contains("unknown data set") && se.contains("memory-logs"), "{se}");
+}
+
+#[test]
+fn list_engines_and_unknown_presets() {
+    let o = servesim(&["list", "engines"]);
+    let (so, _) = text(&o);
+    for p in ["vllm-v1", "vllm-v0", "sglang", "trtllm", "sarathi"] {
+        assert!(so.contains(p), "{so}");
+    }
+    let (code, _, se) = on_scenario(QUICK, &["--set", "engine.preset=\"vllm-v2\""]);
+    assert_eq!(code, 2);
+    assert!(se.contains("did you mean \"vllm-v1\"") || se.contains("did you mean \"vllm-v0\""), "{se}");
+}
+
+#[test]
+fn calibrate_writes_a_profile_and_rejects_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    // A per-step CSV with a broken value names the file, the line and the column.
+    let steps = dir.path().join("steps.csv");
+    std::fs::write(&steps, "prefill_tokens,decode_seqs,decode_context_tokens,measured_s\n512,0,0,0.05\n0,x,100,0.01\n")
+        .unwrap();
+    let o = servesim(&[
+        "calibrate",
+        steps.to_str().unwrap(),
+        "--scenario",
+        "scenarios/quickstart.toml",
+        "--preset",
+        "vllm-v1",
+    ]);
+    let (_, se) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{se}");
+    assert!(se.contains("steps.csv") && se.contains("line 3") && se.contains("decode_seqs"), "{se}");
+    // A per-step CSV without a scenario is refused with the fix.
+    let o = servesim(&["calibrate", steps.to_str().unwrap(), "--preset", "vllm-v1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).1.contains("--scenario"));
+    // Missing file and unknown format.
+    let o = servesim(&["calibrate", "no-such.csv", "--preset", "vllm-v1"]);
+    assert_eq!(o.status.code(), Some(2));
+    let odd = dir.path().join("odd.csv");
+    std::fs::write(&odd, "a,b\n1,2\n").unwrap();
+    let o = servesim(&["calibrate", odd.to_str().unwrap(), "--preset", "vllm-v1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).1.contains("cannot tell the format"));
+    // A good fit writes the profile and the report.
+    let mut rows = String::from("prefill_tokens,decode_seqs,decode_context_tokens,measured_s\n");
+    for (p, b, t) in [
+        (512, 0, 0.045),
+        (2048, 0, 0.16),
+        (0, 1, 0.009),
+        (0, 16, 0.011),
+        (0, 64, 0.016),
+        (0, 256, 0.034),
+        (1024, 32, 0.09),
+    ] {
+        rows += &format!("{p},{b},{},{t}\n", b * 1000);
+    }
+    std::fs::write(&steps, rows).unwrap();
+    let out = dir.path().join("cal");
+    let o = servesim(&[
+        "calibrate",
+        steps.to_str().unwrap(),
+        "--scenario",
+        "scenarios/quickstart.toml",
+        "--preset",
+        "vllm-v1",
+        "--fit",
+        "step_overhead_ms",
+        "--name",
+        "mine",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let (so, se) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{se}");
+    assert!(so.contains("held-out error") && so.contains("cost.step_overhead_ms"), "{so}");
+    let profile = std::fs::read_to_string(out.join("engine/mine.toml")).unwrap();
+    assert!(profile.contains("fitted by servesim calibrate"), "{profile}");
+    assert!(out.join("calibration.json").is_file());
+    // The written profile is a valid preset.
+    let o = servesim(&[
+        "check",
+        "scenarios/quickstart.toml",
+        "--models",
+        out.to_str().unwrap(),
+        "--set",
+        "engine.preset=\"mine\"",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o).1);
+}

@@ -136,21 +136,26 @@ pub fn gemm(catalog: &Catalog) -> crate::Result<Dataset> {
     })
 }
 
+/// The BF16-KV prefill and decode attention rows of one GPU's tables, predicted with `k`.
+fn attention_rows(k: &Kernels, sys: &str, name: &str, rows: &mut Vec<Row>) {
+    let t = aic_table(sys, "context");
+    for r in t.rows.iter().filter(|r| t.get(r, "kv_cache_dtype") == "bf16") {
+        let (id, m, p) = context_row(k, &t, r);
+        rows.push(Row::new(format!("{name} {id}"), "prefill attn ms", m, p));
+    }
+    let t = aic_table(sys, "generation");
+    for r in t.rows.iter().filter(|r| t.get(r, "kv_cache_dtype") == "bf16") {
+        let (id, m, p) = generation_row(k, &t, r);
+        rows.push(Row::new(format!("{name} {id}"), "decode attn ms", m, p));
+    }
+}
+
 /// Prefill and decode attention times.
 pub fn attention(catalog: &Catalog) -> crate::Result<Dataset> {
     let mut rows = Vec::new();
     for &(sys, name) in SYSTEMS {
         let k = Kernels::new(&gpu(catalog, name));
-        let t = aic_table(sys, "context");
-        for r in t.rows.iter().filter(|r| t.get(r, "kv_cache_dtype") == "bf16") {
-            let (id, m, p) = context_row(&k, &t, r);
-            rows.push(Row::new(format!("{name} {id}"), "prefill attn ms", m, p));
-        }
-        let t = aic_table(sys, "generation");
-        for r in t.rows.iter().filter(|r| t.get(r, "kv_cache_dtype") == "bf16") {
-            let (id, m, p) = generation_row(&k, &t, r);
-            rows.push(Row::new(format!("{name} {id}"), "decode attn ms", m, p));
-        }
+        attention_rows(&k, sys, name, &mut rows);
     }
     Ok(Dataset {
         key: "kernels-attention".into(),
@@ -240,16 +245,7 @@ pub fn held_out_gpu(catalog: &Catalog) -> crate::Result<Dataset> {
                 rows.push(Row::new(format!("{name} {id}"), "bf16 GEMM ms", m, p));
             }
         }
-        let t = aic_table(sys, "context");
-        for r in t.rows.iter().filter(|r| t.get(r, "kv_cache_dtype") == "bf16") {
-            let (id, m, p) = context_row(&k, &t, r);
-            rows.push(Row::new(format!("{name} {id}"), "prefill attn ms", m, p));
-        }
-        let t = aic_table(sys, "generation");
-        for r in t.rows.iter().filter(|r| t.get(r, "kv_cache_dtype") == "bf16") {
-            let (id, m, p) = generation_row(&k, &t, r);
-            rows.push(Row::new(format!("{name} {id}"), "decode attn ms", m, p));
-        }
+        attention_rows(&k, sys, name, &mut rows);
     }
     Ok(Dataset {
         key: "kernels-held-out-gpu".into(),
