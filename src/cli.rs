@@ -43,6 +43,27 @@ enum Command {
     Validate(ValidateArgs),
     /// Fit an engine profile's overheads to measurements; report held-out error; write the profile.
     Calibrate(CalibrateArgs),
+    /// Measure the overload test's error rates on queues of known load (docs/stability.md).
+    StabilityTable(StabilityTableArgs),
+}
+
+#[derive(Debug, Args)]
+struct StabilityTableArgs {
+    /// Queues to run, comma-separated: mm1, md1, w1.
+    #[arg(long, value_delimiter = ',', default_value = "mm1,md1,w1")]
+    systems: Vec<String>,
+    /// Run lengths in requests, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "2000,20000,100000")]
+    lengths: Vec<u64>,
+    /// Loads ρ, comma-separated (default: 0.8 … 10, the published table's).
+    #[arg(long, value_delimiter = ',')]
+    rhos: Vec<f64>,
+    /// Seeds per case.
+    #[arg(long, default_value_t = 50)]
+    seeds: u64,
+    /// Also write the Markdown table to this file.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -281,6 +302,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         }
         Command::Bench(a) => crate::bench::main(a),
         Command::Validate(a) => cmd_validate(a),
+        Command::StabilityTable(a) => cmd_stability_table(a),
         Command::Calibrate(a) => cmd_calibrate(a),
         Command::Sweep(a) => cmd_sweep(a),
         Command::Merge(a) => {
@@ -514,6 +536,39 @@ fn cmd_sweep(a: SweepArgs) -> Result<()> {
         println!("results: {}", dir.display());
     }
     finish_report(&dir, a.report, a.quiet)
+}
+
+fn cmd_stability_table(a: StabilityTableArgs) -> Result<()> {
+    use crate::detection::System;
+    let systems = a
+        .systems
+        .iter()
+        .map(|s| match s.as_str() {
+            "mm1" => Ok(System::MM1),
+            "md1" => Ok(System::MD1),
+            "w1" => Ok(System::W1),
+            other => Err(crate::ConfigError::new(format!("unknown queue {other:?}"))
+                .key("--systems")
+                .hint("use mm1, md1 or w1")
+                .into()),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let rhos = if a.rhos.is_empty() { crate::detection::RHOS.to_vec() } else { a.rhos.clone() };
+    if a.seeds == 0 || a.lengths.contains(&0) || rhos.iter().any(|r| !(*r > 0.0 && r.is_finite())) {
+        return Err(crate::ConfigError::new("seeds, lengths and loads must be positive")
+            .key("stability-table")
+            .hint("e.g. --seeds 20 --lengths 2000,20000 --rhos 0.9,1.05")
+            .into());
+    }
+    let cases = crate::detection::cases(&systems, &rhos, &a.lengths);
+    let rows = crate::detection::table(&cases, a.seeds, &Catalog::builtin()?)?;
+    let md = crate::detection::markdown(&rows);
+    print!("{md}");
+    if let Some(path) = &a.out {
+        crate::report::write_atomic(path, |w| w.write_all(md.as_bytes()))?;
+        println!("table: {}", path.display());
+    }
+    Ok(())
 }
 
 fn cmd_validate(a: ValidateArgs) -> Result<()> {

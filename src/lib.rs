@@ -50,6 +50,7 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod cost;
+pub mod detection;
 pub mod engine;
 pub mod error;
 pub mod memory;

@@ -2,8 +2,10 @@
 //! SLOs (`capacity`), and the cheapest configurations that carry a target
 //! load (`plan`).
 //!
-//! A configuration *meets* the SLOs at a load when the run is not overloaded,
-//! at most 1% of measured requests fail, and either (with
+//! A configuration *meets* the SLOs at a load when the run's stability
+//! verdict is "stable" (an overloaded, shedding or inconclusive run does not
+//! meet them: when unsure, the search errs low), at most 1% of measured
+//! requests fail, and either (with
 //! `slo.min_attainment`) that fraction of requests meets every objective, or
 //! (default) the `slo.percentile` (default p99) of TTFT, TPOT and E2E are
 //! within their objectives. Both searches assume this is monotone — in rate
@@ -66,9 +68,12 @@ pub fn judge(s: &Summary, slo: &SloConfig) -> Verdict {
         v.meets = false;
         v.reason = format!("{:.1}% of requests failed", failed * 100.0);
     }
-    if s.stable == Some(false) {
-        v.meets = false;
-        v.reason = "overloaded: the queue grows through the run".into();
+    match s.stability.verdict.as_str() {
+        "overloaded" | "shedding" | "inconclusive" => {
+            v.meets = false;
+            v.reason = s.stability.headline();
+        }
+        _ => {}
     }
     v
 }

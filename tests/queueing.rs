@@ -97,4 +97,7 @@ fn overload_is_detected_and_heavy_stable_load_is_not() {
     assert_eq!(rep.summary.stable, Some(false), "{:?}", rep.summary.stability);
     assert!(rep.summary.stability.explanation.contains("grows"));
     assert!(rep.summary.stability.completion_rate_during_arrivals < rep.summary.stability.offered_rate);
+    // 1 − 1/ρ of the arrivals stay behind.
+    let g = rep.summary.stability.growth_fraction;
+    assert!((g - (1.0 - 1.0 / 1.1)).abs() < 0.02, "growth fraction {g}");
 }

@@ -143,7 +143,7 @@ fn overloaded_summary_matches_schema() {
     assert_valid(&json, "quickstart at rate 60 (overloaded)");
     assert_eq!(json["stable"], false);
     assert_eq!(json["stability"]["verdict"], "overloaded");
-    assert!(json["stability"]["slope_t_stat"].as_f64().is_some_and(|t| t > 3.0), "{}", json["stability"]);
+    assert!(json["stability"]["backlog_growth_low"].as_f64().is_some_and(|g| g > 0.0), "{}", json["stability"]);
 }
 
 #[test]
@@ -154,7 +154,7 @@ fn offline_summary_without_slo_matches_schema() {
     assert!(json["request_goodput"].is_null());
     assert!(json["stable"].is_null());
     assert_eq!(json["stability"]["verdict"], "not_applicable");
-    assert!(json["stability"]["slope_t_stat"].is_null(), "NaN is written as null");
+    assert!(json["stability"]["backlog_growth"].is_null(), "NaN is written as null");
     assert_eq!(json["utilisation"]["requests_per_replica"].as_array().map(Vec::len), Some(2));
     let failures = json["failures_by_reason"]["exceeds_max_model_len"].as_u64().unwrap_or(0);
     assert!(failures > 0, "max_model_len = 2048 should reject some requests: {}", json["failures_by_reason"]);

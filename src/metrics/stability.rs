@@ -1,121 +1,467 @@
-//! Overload detection: is the queue growing through the run?
+//! Overload detection: did the run reach a steady state, and did it serve its
+//! users without shedding them?
 //!
 //! A finite run of an overloaded system reports latencies that only measure
-//! how long it ran. The measured requests are cut into 10 equal groups in
-//! arrival order; the mean queueing delay of each group is regressed on its
-//! mean arrival time. The run is declared **unstable** when both
-//! (a) the slope is positive with a t-statistic above 3 (8 degrees of
-//! freedom), and (b) the last group's mean queueing delay exceeds the first's
-//! by more than the larger of the first's and half the median service time —
-//! the queue has grown far beyond what steady-state fluctuation explains. Offline runs (all requests at t = 0)
-//! are throughput tests: their queue drains by construction, so stability does
-//! not apply.
+//! how long it ran. The evidence used here is the **backlog**: the number of
+//! requests in the system (arrived, neither finished nor refused) over time.
+//! In a stable system the backlog fluctuates around a level; in an
+//! overloaded one it grows by (λ − μ) per second, so the fraction of arrivals
+//! left behind tends to 1 − 1/ρ (4.8% at ρ = 1.05, 50% at ρ = 2).
+//!
+//! The measured arrival span (first to last measured arrival) is cut into
+//! [`CELLS`] equal cells and the time-averaged backlog of each is computed
+//! exactly from the arrival and departure times. Three tests follow.
+//!
+//! 1. **Fill-up.** A run that starts empty fills up to its working level
+//!    within about one time in system. The cells that start within twice the
+//!    mean time in system of t = 0 (at most the first quarter) are left out,
+//!    so that filling up is not read as growth.
+//! 2. **Trend with a confidence bound.** The backlog's least-squares slope
+//!    over the remaining cells, times their span, less the change that a
+//!    changing arrival rate explains by Little's law, estimates the growth G.
+//!    Its standard error is inflated by √((1 + r₁)/(1 − r₁)) for the lag-1
+//!    autocorrelation r₁ of the residuals, because a queue's backlog is
+//!    strongly autocorrelated near saturation. The bound is G ± 3·se. The run
+//!    is **overloaded** when the lower bound exceeds [`MATERIAL_OVER`] of the
+//!    arrivals in that span *and* completions fell short of arrivals while
+//!    they lasted. It is **stable** only when the upper bound is below
+//!    [`MATERIAL_STABLE`] of the arrivals and the lower bound is not above
+//!    zero, i.e. when the run is long enough to tell steady state from slow
+//!    overload and shows no significant growth. Otherwise it is
+//!    **inconclusive**, and the explanation says to run longer.
+//! 3. **Windows.** Overload can show only mid-run, for example during a
+//!    diurnal peak that drains afterwards. A one-sided CUSUM over the cells
+//!    accumulates backlog growth in excess of [`WINDOW_EXCESS`] of the
+//!    arrivals. A stretch of at least [`WINDOW_MIN_CELLS`] cells,
+//!    [`WINDOW_MIN_ARRIVALS`] arrivals and [`WINDOW_SOJOURNS`] median times
+//!    in system, whose own trend, at its lower
+//!    confidence bound ([`WINDOW_Z`] standard errors), still grows by more
+//!    than that excess once the rise a changing arrival rate explains by
+//!    Little's law ((λ₁ − λ₀) × median time in system) is taken off, and whose backlog rose by more than [`WINDOW_LEVEL`]
+//!    times the run's lower-quartile backlog, is an overload window, reported with
+//!    its start and end times.
+//!
+//! A run that refused or timed out more than [`SHED_LIMIT`] of its measured
+//! requests (`max_waiting`, `max_wait_s` or rate limits) is **shedding**.
+//! Shedding keeps the backlog bounded, so such a run is never called stable,
+//! only "stable by shedding". The error rates of the whole procedure are
+//! measured by `servesim stability-table` and published in
+//! docs/stability.md. Offline runs (all requests at t = 0) are throughput
+//! tests, and stability does not apply to them.
 
 use serde::Serialize;
 
-/// Number of groups.
-const GROUPS: usize = 10;
+/// Cells the measured arrival span is cut into.
+pub const CELLS: usize = 40;
+/// Width of the trend test's confidence bound, in standard errors.
+pub const Z: f64 = 3.0;
+/// An overloaded run leaves more than this fraction of its arrivals behind,
+/// at the lower confidence bound.
+pub const MATERIAL_OVER: f64 = 0.01;
+/// A stable run leaves less than this fraction behind, at the upper bound.
+/// ρ = 1.05 leaves 4.8%.
+pub const MATERIAL_STABLE: f64 = 0.02;
+/// Reference excess of the window CUSUM: growth beyond 3% of arrivals.
+pub const WINDOW_EXCESS: f64 = 0.03;
+/// Width of a window's confidence bound, in standard errors (wider than the whole run's [`Z`]: the CUSUM picked the stretch).
+pub const WINDOW_Z: f64 = 4.0;
+/// A window spans at least this many cell widths (3/40 of the run).
+pub const WINDOW_MIN_CELLS: usize = 5;
+/// A window's backlog rises by more than this many times the run's
+/// lower-quartile backlog (at least 1): a queue that merely wanders around its working
+/// level near saturation is not overloaded there.
+pub const WINDOW_LEVEL: f64 = 4.0;
+/// A window lasts at least this many median times in system: a backlog
+/// that merely follows a rising rate (L = λW) adjusts within one.
+pub const WINDOW_SOJOURNS: f64 = 10.0;
+/// A window spans at least this many arrivals: shorter rises are the
+/// ordinary excursions of a busy stable queue (at ρ = 0.9 an M/M/1 queue's
+/// backlog relaxes over about 340 arrivals).
+pub const WINDOW_MIN_ARRIVALS: u64 = 1000;
+/// Shedding more than this fraction of measured requests is not a stable service.
+pub const SHED_LIMIT: f64 = 0.01;
+/// Fewer measured requests than this cannot be judged.
+pub const MIN_REQUESTS: usize = 200;
+
+/// A stretch of the run during which the backlog grew faster than the system drained it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OverloadWindow {
+    /// Start of the stretch, s from the start of the simulation.
+    pub start_s: f64,
+    /// End of the stretch, s.
+    pub end_s: f64,
+    /// Rise of the time-averaged backlog over the stretch beyond what the
+    /// change in arrival rate explains by Little's law, requests.
+    pub backlog_rise: f64,
+}
 
 /// The stability verdict and its evidence.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Stability {
-    /// "stable", "overloaded", "not_applicable" (offline) or "too_few_requests".
+    /// "stable", "shedding" (steady only because requests were refused or
+    /// timed out), "overloaded", "inconclusive" (run too short, or too few
+    /// requests, to tell) or "not_applicable" (offline batch).
     pub verdict: String,
     /// One sentence a reader can act on.
     pub explanation: String,
     /// Measured arrivals per second over the arrival span.
     pub offered_rate: f64,
-    /// Measured completions per second over the same span.
+    /// Requests that left the system (finished or refused) per second over the same span.
     pub completion_rate_during_arrivals: f64,
-    /// Mean queueing delay of the first tenth of measured requests, ms.
+    /// 1 − departures ÷ arrivals over the measured arrival span: the share of
+    /// arrivals still in the system when arrivals stopped, net of those
+    /// already there when the span began.
+    pub completion_deficit: f64,
+    /// Mean backlog (requests in the system) over the first tenth of the arrival span.
+    pub backlog_first_tenth: f64,
+    /// Mean backlog over the last tenth of the arrival span.
+    pub backlog_last_tenth: f64,
+    /// Seconds at the start of the arrival span left out of the trend test while the system filled up.
+    pub fill_up_s: f64,
+    /// Estimated growth of the backlog over the rest of the span (trend ×
+    /// span), less the change a changing arrival rate explains by Little's
+    /// law ((λ last tenth − λ first tenth) × median time in system), requests.
+    pub backlog_growth: f64,
+    /// Lower confidence bound of that growth (3 autocorrelation-corrected standard errors), requests.
+    pub backlog_growth_low: f64,
+    /// Upper confidence bound of that growth, requests.
+    pub backlog_growth_high: f64,
+    /// backlog_growth ÷ arrivals over the same span: tends to 1 − 1/ρ under overload, to 0 when stable.
+    pub growth_fraction: f64,
+    /// Measured requests refused or timed out because of load (queue full, client timeout, rate limit), as a fraction.
+    pub shed_fraction: f64,
+    /// Stretches of the run when the backlog grew faster than the system drained it.
+    pub overload_windows: Vec<OverloadWindow>,
+    /// Mean queueing delay of the requests that arrived in the first tenth of the span and completed, ms.
     pub queue_delay_first_tenth_ms: f64,
-    /// Mean queueing delay of the last tenth of measured requests, ms.
+    /// Mean queueing delay of the requests that arrived in the last tenth of the span and completed, ms.
     pub queue_delay_last_tenth_ms: f64,
-    /// Growth of the queueing delay per second of run time (regression slope), ms/s.
-    pub queue_delay_slope_ms_per_s: f64,
-    /// t-statistic of that slope.
-    pub slope_t_stat: f64,
-    /// Median service time (E2E minus queueing delay), ms.
-    pub median_service_ms: f64,
 }
 
-/// Judges a run from its completed measured requests in arrival order —
-/// (arrival s, queueing delay s, finish s) — and the arrival times of all
-/// measured requests (rejected ones included).
-pub fn assess(samples: &[(f64, f64, f64)], arrivals: &[f64], median_service: f64, offline: bool) -> Stability {
-    let mut st = Stability {
-        verdict: String::new(),
-        explanation: String::new(),
-        offered_rate: f64::NAN,
-        completion_rate_during_arrivals: f64::NAN,
-        queue_delay_first_tenth_ms: f64::NAN,
-        queue_delay_last_tenth_ms: f64::NAN,
-        queue_delay_slope_ms_per_s: f64::NAN,
-        slope_t_stat: f64::NAN,
-        median_service_ms: median_service * 1e3,
-    };
+impl Stability {
+    fn empty(verdict: &str, explanation: String) -> Self {
+        Stability {
+            verdict: verdict.into(),
+            explanation,
+            offered_rate: f64::NAN,
+            completion_rate_during_arrivals: f64::NAN,
+            completion_deficit: f64::NAN,
+            backlog_first_tenth: f64::NAN,
+            backlog_last_tenth: f64::NAN,
+            fill_up_s: f64::NAN,
+            backlog_growth: f64::NAN,
+            backlog_growth_low: f64::NAN,
+            backlog_growth_high: f64::NAN,
+            growth_fraction: f64::NAN,
+            shed_fraction: f64::NAN,
+            overload_windows: Vec::new(),
+            queue_delay_first_tenth_ms: f64::NAN,
+            queue_delay_last_tenth_ms: f64::NAN,
+        }
+    }
+
+    /// The verdict in a few words, for tables and refusals.
+    pub fn headline(&self) -> String {
+        match self.verdict.as_str() {
+            "overloaded" if self.overload_windows.is_empty() || self.backlog_growth_low > 0.0 => format!(
+                "overloaded: the queue grows through the run ({:.1}% of arrivals left behind)",
+                self.growth_fraction * 100.0
+            ),
+            "overloaded" => {
+                let w: Vec<String> =
+                    self.overload_windows.iter().map(|w| format!("{:.0}-{:.0} s", w.start_s, w.end_s)).collect();
+                format!("overloaded during {}", w.join(", "))
+            }
+            "shedding" => format!("stable only by shedding {:.1}% of requests", self.shed_fraction * 100.0),
+            "inconclusive" => "inconclusive: too short to tell steady state from slow overload; run longer".into(),
+            v => v.to_string(),
+        }
+    }
+
+    /// The verdict as a yes/no: `Some(true)` for stable, `Some(false)` for
+    /// overloaded or shedding, `None` when inconclusive or not applicable.
+    pub fn stable(&self) -> Option<bool> {
+        match self.verdict.as_str() {
+            "stable" => Some(true),
+            "overloaded" | "shedding" => Some(false),
+            _ => None,
+        }
+    }
+}
+
+/// The backlog of a run, accumulated cell by cell over the measured arrival
+/// span `[t0, t1]`, one request at a time in any order.
+#[derive(Debug, Clone)]
+pub struct Backlog {
+    t0: f64,
+    width: f64,
+    /// Requests in the system at t0.
+    start: i64,
+    /// Per cell: arrivals, departures, and Σ(cell end − t) over arrivals minus the same over departures.
+    arrivals: Vec<u64>,
+    departures: Vec<u64>,
+    area_shift: Vec<f64>,
+    /// Per cell of arrival: Σ queueing delay and count over completed measured requests.
+    delay_sum: Vec<f64>,
+    delay_n: Vec<u64>,
+    measured: u64,
+    shed: u64,
+    /// Until when the system may still be filling up, s.
+    fill_until: f64,
+    /// Shortest overload window, s.
+    min_window: f64,
+    /// Typical (median) time in system, s.
+    sojourn: f64,
+}
+
+impl Backlog {
+    /// An empty account of the span from the first to the last measured arrival.
+    pub fn new(t0: f64, t1: f64) -> Self {
+        Backlog {
+            t0,
+            width: (t1 - t0) / CELLS as f64,
+            start: 0,
+            arrivals: vec![0; CELLS],
+            departures: vec![0; CELLS],
+            area_shift: vec![0.0; CELLS],
+            delay_sum: vec![0.0; CELLS],
+            delay_n: vec![0; CELLS],
+            measured: 0,
+            shed: 0,
+            fill_until: 0.0,
+            min_window: 0.0,
+            sojourn: 0.0,
+        }
+    }
+
+    /// The system's own time scale: its requests spend `mean_sojourn` seconds
+    /// in it on average and `median_sojourn` typically. Having started empty
+    /// at t = 0, it is filling up until twice the mean; and its backlog
+    /// follows a changing arrival rate within about one sojourn (Little's
+    /// law), so an overload window must last [`WINDOW_SOJOURNS`] median
+    /// sojourns.
+    pub fn time_scale(&mut self, mean_sojourn: f64, median_sojourn: f64) {
+        if mean_sojourn.is_finite() {
+            self.fill_until = 2.0 * mean_sojourn;
+        }
+        if median_sojourn.is_finite() {
+            self.min_window = WINDOW_SOJOURNS * median_sojourn;
+            self.sojourn = median_sojourn;
+        }
+    }
+
+    /// Cell holding `t`, or None before t0 / after t1 (t1 itself is in the last cell).
+    fn cell(&self, t: f64) -> Option<usize> {
+        if t < self.t0 || self.width <= 0.0 {
+            return None;
+        }
+        let c = ((t - self.t0) / self.width) as usize;
+        match c {
+            c if c < CELLS => Some(c),
+            CELLS if t <= self.t0 + self.width * CELLS as f64 * (1.0 + 1e-12) => Some(CELLS - 1),
+            _ => None,
+        }
+    }
+
+    fn event(&mut self, t: f64, sign: i64) {
+        if t < self.t0 {
+            self.start += sign;
+        } else if let Some(c) = self.cell(t) {
+            let end = self.t0 + self.width * (c + 1) as f64;
+            if sign > 0 {
+                self.arrivals[c] += 1;
+            } else {
+                self.departures[c] += 1;
+            }
+            self.area_shift[c] += sign as f64 * (end - t).max(0.0);
+        }
+    }
+
+    /// One request of the run (warm-up included): it arrived at `arrival` and
+    /// left at `departure` (infinite if it never did).
+    pub fn add(&mut self, arrival: f64, departure: f64) {
+        self.event(arrival, 1);
+        if departure.is_finite() {
+            self.event(departure.max(arrival), -1);
+        }
+    }
+
+    /// One measured request: whether it was shed because of load, and its
+    /// queueing delay if it completed (NaN otherwise).
+    pub fn measure(&mut self, arrival: f64, shed: bool, queue_delay: f64) {
+        self.measured += 1;
+        self.shed += shed as u64;
+        if !queue_delay.is_nan()
+            && let Some(c) = self.cell(arrival)
+        {
+            self.delay_sum[c] += queue_delay;
+            self.delay_n[c] += 1;
+        }
+    }
+
+    /// The backlog change a changed arrival rate explains by Little's law,
+    /// (λ₁ − λ₀) × median time in system, from the rates of the cells
+    /// `before` and `after`; zero unless the change is significant (more
+    /// than 3 Poisson standard errors), so that noise in the rates cannot
+    /// explain a growth away.
+    fn follows(&self, before: std::ops::Range<usize>, after: std::ops::Range<usize>) -> f64 {
+        let count = |r: std::ops::Range<usize>| self.arrivals[r].iter().sum::<u64>() as f64;
+        let (n0, n1) = (count(before.clone()), count(after.clone()));
+        let (t0, t1) = (before.len() as f64 * self.width, after.len() as f64 * self.width);
+        let (l0, l1) = (n0 / t0, n1 / t1);
+        let se = (n0 / (t0 * t0) + n1 / (t1 * t1)).sqrt();
+        if (l1 - l0).abs() > 3.0 * se { (l1 - l0) * self.sojourn } else { 0.0 }
+    }
+
+    /// Time-averaged backlog of each cell, and the backlog at each cell boundary.
+    fn levels(&self) -> (Vec<f64>, Vec<f64>) {
+        let mut n = self.start as f64;
+        let mut bounds = vec![n];
+        let mut mean = Vec::with_capacity(CELLS);
+        for c in 0..CELLS {
+            mean.push(n + self.area_shift[c] / self.width);
+            n += self.arrivals[c] as f64 - self.departures[c] as f64;
+            bounds.push(n);
+        }
+        (mean, bounds)
+    }
+}
+
+/// Judges a run from its backlog. `offline` runs are not judged.
+pub fn assess(b: &Backlog, offline: bool) -> Stability {
     if offline {
-        st.verdict = "not_applicable".into();
-        st.explanation = "offline batch: every request is queued at t = 0, so this is a throughput test and latencies \
-                          measure queue position, not steady state"
-            .into();
-        return st;
+        return Stability::empty(
+            "not_applicable",
+            "offline batch: every request is queued at t = 0, so this is a throughput test and latencies measure \
+             queue position, not steady state"
+                .into(),
+        );
     }
-    let n = samples.len();
-    if n < 5 * GROUPS {
-        st.verdict = "too_few_requests".into();
-        st.explanation = format!("{n} measured requests are too few to judge stability (need {})", 5 * GROUPS);
-        return st;
+    if b.measured < MIN_REQUESTS as u64 {
+        return Stability::empty(
+            "inconclusive",
+            format!(
+                "{} measured requests are too few to judge stability (need {MIN_REQUESTS}): run longer",
+                b.measured
+            ),
+        );
     }
-    let (t0, t1) = (arrivals[0], arrivals[arrivals.len() - 1]);
-    if t1 <= t0 {
-        st.verdict = "not_applicable".into();
-        st.explanation = "all measured requests arrived at the same instant: a batch, not a steady stream".into();
-        return st;
+    if b.width <= 0.0 {
+        return Stability::empty(
+            "not_applicable",
+            "all measured requests arrived at the same instant: a batch, not a steady stream".into(),
+        );
     }
-    let span = t1 - t0;
-    st.offered_rate = (arrivals.len() - 1) as f64 / span;
-    let done = samples.iter().filter(|s| s.2 <= t1).count();
-    st.completion_rate_during_arrivals = done as f64 / span;
-    let mut xs = [0.0; GROUPS];
-    let mut ys = [0.0; GROUPS];
-    for g in 0..GROUPS {
-        let part = &samples[g * n / GROUPS..(g + 1) * n / GROUPS];
-        let k = part.len() as f64;
-        xs[g] = part.iter().map(|s| s.0).sum::<f64>() / k;
-        ys[g] = part.iter().map(|s| s.1).sum::<f64>() / k;
-    }
-    let (slope, t) = regression(&xs, &ys);
-    st.queue_delay_first_tenth_ms = ys[0] * 1e3;
-    st.queue_delay_last_tenth_ms = ys[GROUPS - 1] * 1e3;
-    st.queue_delay_slope_ms_per_s = slope * 1e3;
-    st.slope_t_stat = t;
-    let grew = ys[GROUPS - 1] - ys[0] > ys[0].max(0.5 * median_service);
-    if t > 3.0 && grew {
+    let span = b.width * CELLS as f64;
+    let (mean, bounds) = b.levels();
+    let arrived: u64 = b.arrivals.iter().sum();
+    let left: u64 = b.departures.iter().sum();
+    let tenth = CELLS / 10;
+    let avg = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let delay = |r: std::ops::Range<usize>| {
+        let n: u64 = b.delay_n[r.clone()].iter().sum();
+        b.delay_sum[r].iter().sum::<f64>() / n as f64 * 1e3
+    };
+    let mut st = Stability::empty("", String::new());
+    st.offered_rate = arrived as f64 / span;
+    st.completion_rate_during_arrivals = left as f64 / span;
+    st.completion_deficit = (bounds[CELLS] - bounds[0]) / arrived.max(1) as f64;
+    st.backlog_first_tenth = avg(&mean[..tenth]);
+    st.backlog_last_tenth = avg(&mean[CELLS - tenth..]);
+    st.queue_delay_first_tenth_ms = delay(0..tenth);
+    st.queue_delay_last_tenth_ms = delay(CELLS - tenth..CELLS);
+    st.shed_fraction = b.shed as f64 / b.measured as f64;
+
+    // 1. Fill-up: the cells within twice the mean time in system of the start of the simulation.
+    let skip = (((b.fill_until - b.t0) / b.width).ceil().max(0.0) as usize).min(CELLS / 4);
+    st.fill_up_s = skip as f64 * b.width;
+
+    // 2. Trend over the remaining cells.
+    let xs: Vec<f64> = (skip..CELLS).map(|c| (c as f64 + 0.5) * b.width).collect();
+    let ys = &mean[skip..];
+    let (slope, se) = trend(&xs, ys);
+    let rest = span - st.fill_up_s;
+    let arrived_rest = b.arrivals[skip..].iter().sum::<u64>().max(1) as f64;
+    // Little's law: a rate that changed from λ₀ to λ₁ moves the backlog by
+    // (λ₁ − λ₀)·W without any overload; only the rest is growth.
+    let follows = b.follows(skip..skip + tenth, CELLS - tenth..CELLS);
+    st.backlog_growth = slope * rest - follows;
+    st.backlog_growth_low = (slope - Z * se) * rest - follows;
+    st.backlog_growth_high = (slope + Z * se) * rest - follows;
+    st.growth_fraction = st.backlog_growth / arrived_rest;
+    let trend_over = st.backlog_growth_low > MATERIAL_OVER * arrived_rest && st.completion_deficit > 0.0;
+    let trend_stable = st.backlog_growth_high < MATERIAL_STABLE * arrived_rest && st.backlog_growth_low <= 0.0;
+
+    // 3. Windows of excess growth.
+    st.overload_windows = windows(b, &mean, skip);
+    let shed_pct = st.shed_fraction * 100.0;
+    let evidence = format!(
+        "backlog {:.1} → {:.1} requests (first → last tenth), queueing delay {:.0} → {:.0} ms; offered {:.3} req/s, \
+         {:.3} req/s left the system while arrivals lasted",
+        st.backlog_first_tenth,
+        st.backlog_last_tenth,
+        st.queue_delay_first_tenth_ms,
+        st.queue_delay_last_tenth_ms,
+        st.offered_rate,
+        st.completion_rate_during_arrivals
+    );
+    if trend_over {
         st.verdict = "overloaded".into();
         st.explanation = format!(
-            "the queue grows through the run: queueing delay rose from {:.0} ms (first tenth) to {:.0} ms (last tenth), \
-             {:.1} ms per second of run; offered {:.3} req/s but completed {:.3} req/s while arrivals lasted. \
-             Latency percentiles of this run grow with its length and do not describe a steady state: lower the rate \
-             or add capacity",
-            st.queue_delay_first_tenth_ms,
-            st.queue_delay_last_tenth_ms,
-            st.queue_delay_slope_ms_per_s,
-            st.offered_rate,
-            st.completion_rate_during_arrivals
+            "overloaded: the queue grows through the run, by {:.0} requests ({:.1}% of arrivals; between {:.0} and \
+             {:.0} at 3 standard errors); {evidence}. Latency percentiles of this run grow with its length and do \
+             not describe a steady state: lower the rate or add capacity",
+            st.backlog_growth,
+            st.growth_fraction * 100.0,
+            st.backlog_growth_low,
+            st.backlog_growth_high
         );
-    } else {
+    } else if !st.overload_windows.is_empty() {
+        st.verdict = "overloaded".into();
+        let list: Vec<String> = st
+            .overload_windows
+            .iter()
+            .map(|w| format!("from {:.0} s to {:.0} s (+{:.0} requests)", w.start_s, w.end_s, w.backlog_rise))
+            .collect();
+        st.explanation = format!(
+            "overloaded {}: arrivals outran the system there, and its latencies there grew with the stretch's \
+             length; {evidence}. Add capacity for the peak, or lower it",
+            list.join(", ")
+        );
+    } else if st.shed_fraction > SHED_LIMIT {
+        st.verdict = "shedding".into();
+        st.explanation = format!(
+            "stable only by shedding: {shed_pct:.1}% of measured requests were refused or gave up (queue full, \
+             timeout or rate limit), which keeps the queue bounded; {evidence}. Latencies describe only the requests \
+             that were served: add capacity or lower the rate"
+        );
+    } else if trend_stable {
         st.verdict = "stable".into();
         st.explanation = format!(
-            "no sustained queue growth: queueing delay {:.1} ms (first tenth) vs {:.1} ms (last tenth)",
-            st.queue_delay_first_tenth_ms, st.queue_delay_last_tenth_ms
+            "stable: no sustained queue growth (backlog growth {:+.0} requests, between {:.0} and {:.0} at 3 standard \
+             errors, under {:.0}% of arrivals); {evidence}",
+            st.backlog_growth,
+            st.backlog_growth_low,
+            st.backlog_growth_high,
+            MATERIAL_STABLE * 100.0
+        );
+    } else {
+        st.verdict = "inconclusive".into();
+        st.explanation = format!(
+            "inconclusive: run longer. The backlog's growth over the run, {:+.0} requests (between {:.0} and {:.0} \
+             at 3 standard errors), cannot be told apart from a slow overload ({:.0}% of arrivals); {evidence}",
+            st.backlog_growth,
+            st.backlog_growth_low,
+            st.backlog_growth_high,
+            MATERIAL_STABLE * 100.0
         );
     }
     st
 }
 
-/// Least-squares slope of y on x and its t-statistic.
-fn regression(x: &[f64], y: &[f64]) -> (f64, f64) {
+/// Least-squares slope of y on x and its standard error, inflated for the
+/// lag-1 autocorrelation of the residuals (AR(1) variance factor).
+fn trend(x: &[f64], y: &[f64]) -> (f64, f64) {
     let n = x.len() as f64;
     let mx = x.iter().sum::<f64>() / n;
     let my = y.iter().sum::<f64>() / n;
@@ -126,14 +472,139 @@ fn regression(x: &[f64], y: &[f64]) -> (f64, f64) {
     }
     let b = sxy / sxx;
     let a = my - b * mx;
-    let sse: f64 = x.iter().zip(y).map(|(xi, yi)| (yi - a - b * xi).powi(2)).sum();
-    let se = (sse / (n - 2.0) / sxx).sqrt();
-    let t = if se > 0.0 {
-        b / se
-    } else if b > 0.0 {
-        f64::INFINITY
-    } else {
-        0.0
+    let res: Vec<f64> = x.iter().zip(y).map(|(xi, yi)| yi - a - b * xi).collect();
+    let sse: f64 = res.iter().map(|e| e * e).sum();
+    let r1 = if sse > 0.0 { res.windows(2).map(|w| w[0] * w[1]).sum::<f64>() / sse } else { 0.0 };
+    let r1 = r1.clamp(0.0, 0.95);
+    let inflate = ((1.0 + r1) / (1.0 - r1)).sqrt();
+    (b, (sse / (n - 2.0) / sxx).sqrt() * inflate)
+}
+
+/// Stretches where the backlog grew by more than [`WINDOW_EXCESS`] of the
+/// arrivals: a one-sided CUSUM picks each candidate, and a candidate counts
+/// when it spans at least [`WINDOW_MIN_CELLS`] cells and
+/// [`WINDOW_MIN_ARRIVALS`] arrivals and its own trend's lower bound, at
+/// [`WINDOW_Z`] standard errors, still exceeds that excess.
+fn windows(b: &Backlog, mean: &[f64], skip: usize) -> Vec<OverloadWindow> {
+    let mut sorted = mean[skip..].to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let floor = WINDOW_LEVEL * sorted[sorted.len() / 4].max(1.0);
+    let mut found = Vec::new();
+    let close = |from: usize, best: Option<(f64, usize)>, found: &mut Vec<OverloadWindow>| {
+        let Some((_, to)) = best else { return };
+        let arrivals: u64 = b.arrivals[from + 1..=to].iter().sum();
+        let long = (to - from) as f64 * b.width >= b.min_window;
+        if to - from < WINDOW_MIN_CELLS || arrivals < WINDOW_MIN_ARRIVALS || !long {
+            return;
+        }
+        let xs: Vec<f64> = (from..=to).map(|c| (c as f64 + 0.5) * b.width).collect();
+        let (slope, se) = trend(&xs, &mean[from..=to]);
+        let span = (to - from) as f64 * b.width;
+        // Little's law: a rate that rose from λ₀ to λ₁ raises the backlog by
+        // (λ₁ − λ₀)·W without any overload; only the rest counts.
+        let around = |c: usize| c.saturating_sub(1)..(c + 2).min(CELLS);
+        let follows = b.follows(around(from), around(to)).max(0.0);
+        let rise = mean[to] - mean[from] - follows;
+        if (slope - WINDOW_Z * se) * span - follows > WINDOW_EXCESS * arrivals as f64 && rise > floor {
+            found.push(OverloadWindow {
+                start_s: b.t0 + (from as f64 + 0.5) * b.width,
+                end_s: b.t0 + (to as f64 + 0.5) * b.width,
+                backlog_rise: rise,
+            });
+        }
     };
-    (b, t)
+    // CUSUM state: accumulated excess, the cell it started from, and its best point.
+    let (mut s, mut from) = (0.0, skip);
+    let mut best: Option<(f64, usize)> = None;
+    for c in skip + 1..mean.len() {
+        s += mean[c] - mean[c - 1] - WINDOW_EXCESS * b.arrivals[c] as f64;
+        if s <= 0.0 {
+            close(from, best.take(), &mut found);
+            s = 0.0;
+            from = c;
+        } else if best.is_none_or(|(v, _)| s > v) {
+            best = Some((s, c));
+        }
+    }
+    close(from, best, &mut found);
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deterministic single-server queue with constant service `d` and
+    /// arrivals every `gap` seconds.
+    fn deterministic(n: usize, gap: f64, d: f64) -> Backlog {
+        let mut b = Backlog::new(0.0, (n - 1) as f64 * gap);
+        let mut free = 0.0f64;
+        for i in 0..n {
+            let a = i as f64 * gap;
+            let start = free.max(a);
+            free = start + d;
+            b.add(a, free);
+            b.measure(a, false, start - a);
+        }
+        b
+    }
+
+    #[test]
+    fn underloaded_deterministic_queue_is_stable() {
+        let st = assess(&deterministic(5000, 1.0, 0.8), false);
+        assert_eq!(st.verdict, "stable", "{}", st.explanation);
+        assert!((st.backlog_first_tenth - 0.8).abs() < 1e-3, "{}", st.backlog_first_tenth);
+        assert!(st.backlog_growth.abs() < 0.01, "{}", st.backlog_growth);
+    }
+
+    #[test]
+    fn overloaded_deterministic_queue_is_overloaded() {
+        let st = assess(&deterministic(5000, 1.0, 1.1), false);
+        assert_eq!(st.verdict, "overloaded", "{}", st.explanation);
+        // 1 − 1/ρ of arrivals stay behind.
+        assert!((st.growth_fraction - (1.0 - 1.0 / 1.1)).abs() < 0.01, "{}", st.growth_fraction);
+        assert!((st.completion_deficit - (1.0 - 1.0 / 1.1)).abs() < 0.01, "{}", st.completion_deficit);
+    }
+
+    #[test]
+    fn shedding_is_not_stable() {
+        let mut b = deterministic(5000, 1.0, 0.5);
+        for i in 0..100 {
+            b.measure(i as f64, true, f64::NAN);
+        }
+        let st = assess(&b, false);
+        assert_eq!(st.verdict, "shedding", "{}", st.explanation);
+        assert_eq!(st.stable(), Some(false));
+    }
+
+    #[test]
+    fn too_few_requests_is_inconclusive() {
+        let st = assess(&deterministic(100, 1.0, 0.5), false);
+        assert_eq!(st.verdict, "inconclusive");
+        assert_eq!(st.stable(), None);
+    }
+
+    #[test]
+    fn a_mid_run_peak_is_an_overload_window() {
+        // Service 1 s; arrivals every 1.25 s, except every 0.8 s from 4000 s to 6000 s.
+        let mut arrivals = Vec::new();
+        let mut t = 0.0;
+        while t < 12000.0 {
+            arrivals.push(t);
+            t += if (4000.0..6000.0).contains(&t) { 0.8 } else { 1.25 };
+        }
+        let mut b = Backlog::new(0.0, *arrivals.last().unwrap());
+        let mut free = 0.0f64;
+        for &a in &arrivals {
+            let start = free.max(a);
+            free = start + 1.0;
+            b.add(a, free);
+            b.measure(a, false, start - a);
+        }
+        let st = assess(&b, false);
+        assert_eq!(st.verdict, "overloaded", "{}", st.explanation);
+        let w = &st.overload_windows[0];
+        assert!((3600.0..4600.0).contains(&w.start_s) && (5600.0..6600.0).contains(&w.end_s), "{w:?}");
+        assert!(st.explanation.contains("from"), "{}", st.explanation);
+    }
 }

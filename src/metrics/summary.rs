@@ -5,9 +5,9 @@
 //! measurement window. `null` in JSON means "not defined" (e.g. TPOT when no
 //! request produced two tokens). The JSON Schema is `schema/summary.schema.json`.
 
-use super::stability::{Stability, assess};
+use super::stability::{Backlog, Stability, assess};
 use super::stats::{Distribution, PERCENTILES};
-use super::{RequestRecord, Status, hist};
+use super::{RejectReason, RequestRecord, Status, hist};
 use crate::Setup;
 use crate::config::SloConfig;
 use crate::sim::SimOutput;
@@ -63,11 +63,11 @@ pub struct SloSummary {
     pub good_requests: u64,
     /// good_requests / measured requests that have objectives (failed ones count as misses).
     pub attainment: f64,
-    /// Fraction of measured requests meeting the TTFT objective.
+    /// Fraction of measured requests meeting the TTFT objective (failed ones count as misses).
     pub ttft_attainment: Option<f64>,
-    /// Fraction of measured requests meeting the TPOT objective.
+    /// Fraction of measured requests meeting the TPOT objective (failed ones count as misses).
     pub tpot_attainment: Option<f64>,
-    /// Fraction of measured requests meeting the E2E objective.
+    /// Fraction of measured requests meeting the E2E objective (failed ones count as misses).
     pub e2e_attainment: Option<f64>,
 }
 
@@ -291,7 +291,7 @@ pub struct RequestMetrics {
     pub total_output_tokens: u64,
     /// Completed requests per second (for prefill-only requests: items per second).
     pub request_throughput: f64,
-    /// Requests meeting every SLO per second (null without SLOs).
+    /// Requests that completed and met every SLO, per second (null without SLOs; failed requests are misses).
     pub request_goodput: Option<f64>,
     /// Prompt tokens per second.
     pub input_throughput: f64,
@@ -419,7 +419,9 @@ pub struct Summary {
     pub disaggregation: Option<DisaggSummary>,
     /// Cost.
     pub cost: CostSummary,
-    /// false when the queue grows through the run (overload); null when not applicable.
+    /// true when the run reached a steady state without shedding load; false
+    /// when it was overloaded (throughout or in a window) or stable only by
+    /// shedding; null when inconclusive (run too short) or not applicable (offline).
     pub stable: Option<bool>,
     /// The stability verdict and its evidence.
     pub stability: Stability,
@@ -609,21 +611,35 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
     let duration = (out.end_time - start).max(f64::MIN_POSITIVE);
     let n_classes = plan.classes.len();
     let mut groups: Vec<Columns> = (0..n_classes).map(|_| Columns::default()).collect();
-    let mut stab = Vec::new();
-    let mut service = Vec::new();
-    let mut measured_arrivals = Vec::new();
+    let measured_span = out
+        .records
+        .iter()
+        .filter(|r| r.arrival >= warmup)
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), r| (a.min(r.arrival), b.max(r.arrival)));
+    let measured_span = if measured_span.0.is_finite() { measured_span } else { (0.0, 0.0) };
+    let mut backlog = Backlog::new(measured_span.0, measured_span.1);
+    let max_wait = s.engine.max_wait_s.unwrap_or(0.0);
+    let (mut sojourn, mut done) = (0.0, 0u64);
+    for r in &out.records {
+        backlog.add(r.arrival, departure(r, max_wait));
+        if r.status == Status::Completed {
+            sojourn += r.e2e();
+            done += 1;
+        }
+    }
     let mut sessions = std::collections::HashSet::new();
     for r in out.records.iter().filter(|r| r.arrival >= warmup) {
         let c = r.class as usize;
         groups[c].add(r, plan.classes[c].slo.as_ref());
-        measured_arrivals.push(r.arrival);
         if r.session != u32::MAX {
             sessions.insert(r.session);
         }
-        if r.status == Status::Completed {
-            stab.push((r.arrival, r.queue_delay(), r.last_token));
-            service.push(r.e2e() - (r.first_scheduled - r.arrival));
-        }
+        let shed = matches!(
+            r.status,
+            Status::Rejected(RejectReason::QueueFull | RejectReason::TimedOut | RejectReason::RateLimited)
+        );
+        let delay = if r.status == Status::Completed { r.queue_delay() } else { f64::NAN };
+        backlog.measure(r.arrival, shed, delay);
     }
     let n_measured: u64 = groups.iter().map(|g| g.measured).sum();
     let classes = plan.declared_classes.then(|| {
@@ -766,13 +782,10 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
             .filter(|x| x.good_requests > 0)
             .map(|x| total_usd / x.good_requests as f64),
     };
-    let med_service = if service.is_empty() { f64::NAN } else { super::stats::percentiles(&mut service, &[50.0])[0] };
-    let stability = assess(&stab, &measured_arrivals, med_service, plan.offline);
-    let stable = match stability.verdict.as_str() {
-        "stable" => Some(true),
-        "overloaded" => Some(false),
-        _ => None,
-    };
+    let p50 = PERCENTILES.iter().position(|&q| q == 50.0).map_or(f64::NAN, |i| metrics.e2el.dist.percentiles[i]);
+    backlog.time_scale(sojourn / done.max(1) as f64, p50 / 1e3);
+    let stability = assess(&backlog, plan.offline);
+    let stable = stability.stable();
     let littles_law = littles_law(&out.records, out.run_end, out.in_system_area);
     let last_arrival = out.records.last().map_or(0.0, |r| r.arrival);
     let workload = WorkloadSummary {
@@ -827,6 +840,18 @@ pub fn slo_checks(slo: &SloConfig, r: &RequestRecord) -> [bool; 3] {
         slo.tpot_ms.is_none_or(|x| tpot.is_nan() || tpot * 1e3 <= x),
         slo.e2e_ms.is_none_or(|x| r.e2e() * 1e3 <= x),
     ]
+}
+
+/// When a request left the system: its last token, or for a refused request
+/// its arrival (its client's timeout, for one that gave up); infinite while
+/// it is still in.
+fn departure(r: &RequestRecord, max_wait: f64) -> f64 {
+    match r.status {
+        Status::Completed => r.last_token,
+        Status::Rejected(RejectReason::TimedOut) => r.arrival + max_wait,
+        Status::Rejected(_) => r.arrival,
+        Status::InFlight => f64::INFINITY,
+    }
 }
 
 /// Little's law over the whole run.

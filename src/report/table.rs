@@ -44,8 +44,17 @@ pub fn format_summary(s: &Summary) -> String {
         format!("{} × {} (tp {})", s.cost.num_gpus, s.gpu, s.tp)
     };
     row(&mut o, "Model / GPU", format!("{} {} on {gpus}", s.model, s.dtype));
-    if s.stable == Some(false) {
-        let _ = writeln!(o, "!! OVERLOADED: {}", s.stability.explanation);
+    match s.stability.verdict.as_str() {
+        "overloaded" => {
+            let _ = writeln!(o, "!! OVERLOADED: {}", s.stability.explanation);
+        }
+        "shedding" => {
+            let _ = writeln!(o, "!! SHEDDING LOAD: {}", s.stability.explanation);
+        }
+        "inconclusive" => {
+            let _ = writeln!(o, "?? {}", s.stability.explanation);
+        }
+        _ => {}
     }
     row(&mut o, "Stability", &s.stability.verdict);
     let w = &s.workload;

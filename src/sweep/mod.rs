@@ -306,7 +306,7 @@ pub fn run_point(
     for rep in 0..reps {
         let seed = point_seed(setup.scenario.seed, index, rep);
         let r = run_setup(&setup, seed);
-        stable += (r.summary.stable != Some(false)) as u32;
+        stable += matches!(r.summary.stability.verdict.as_str(), "stable" | "not_applicable") as u32;
         let flat = flatten(&r.summary);
         if let Some(b) = &baseline {
             let fb = flatten(&run_setup(b, seed).summary);
