@@ -58,6 +58,7 @@ pub mod metrics;
 pub mod plan;
 pub mod plot;
 pub mod report;
+pub mod rng;
 pub mod sim;
 pub mod sweep;
 pub mod validate;

@@ -14,6 +14,7 @@ use crate::config::{CostModelKind, PoolRole, QueueOrder, RouterKind};
 use crate::cost::{ConstantStep, ExponentialStep, KernelModel, Roofline, Speculative, StepCostModel};
 use crate::engine::{Replica, ReplicaStats, Sinks, Span};
 use crate::metrics::{LogHistogram, RejectReason, RequestRecord, Status};
+use crate::rng::Stream;
 use crate::workload::{Source, stream_seed};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -183,7 +184,7 @@ fn simulate_opts(setup: &Setup, seed: u64, check: bool, fast: bool) -> SimOutput
         }
         CostModelKind::Exponential => {
             let t = s.cost.step_time_ms.unwrap_or(1.0) * 1e-3;
-            simulate_with(setup, seed, |r| ExponentialStep::new(t, stream_seed(seed, 100 + r as u64)), check, fast)
+            simulate_with(setup, seed, |r| ExponentialStep::new(t, Stream::ReplicaStep(r).seed(seed)), check, fast)
         }
     }
 }
@@ -289,7 +290,7 @@ pub fn simulate_with<C: StepCostModel>(
         .collect();
     // Requests enter at the mixed or prefill pools (replicas 0..n_entry); decode pools follow.
     let n_entry = pool.iter().take_while(|&&p| setup.pools[p as usize].role != PoolRole::Decode).count();
-    let mut dec_router = Router::new(s.hardware.router, (n_rep - n_entry).max(1), stream_seed(seed, 301));
+    let mut dec_router = Router::new(s.hardware.router, (n_rep - n_entry).max(1), Stream::DecodeRouter.seed(seed));
     let link = s.disaggregation.clone().unwrap_or_default();
     let kv_bytes_per_token = 2.0
         * setup.llm.num_layers as f64
@@ -311,10 +312,10 @@ pub fn simulate_with<C: StepCostModel>(
     for r in replicas.iter_mut() {
         r.set_prefix_groups(groups.clone());
         r.set_trace_hashes(setup.workload.trace.as_ref().map(|t| t.trace.clone()));
-        r.set_speculative(alpha[r.stats.pool as usize].clone(), stream_seed(seed, 400));
+        r.set_speculative(alpha[r.stats.pool as usize].clone(), Stream::Speculative.seed(seed));
     }
     let mut router =
-        Router::new(s.hardware.router, n_entry, stream_seed(seed, 300)).with_prefix_cap(s.hardware.prefix_load_cap);
+        Router::new(s.hardware.router, n_entry, Stream::Router.seed(seed)).with_prefix_cap(s.hardware.prefix_load_cap);
     let mut prefix_ids: Vec<u64> = Vec::new();
     let mut requests = Source::new(&setup.workload, seed);
     let notify = requests.needs_feedback();
@@ -322,7 +323,9 @@ pub fn simulate_with<C: StepCostModel>(
     let mut records: Vec<RequestRecord> = Vec::with_capacity(cap);
     let mut itl = vec![LogHistogram::new(); setup.workload.classes.len()];
     let mut done: Vec<u32> = Vec::new();
-    let max_len = setup.memory.max_model_len;
+    // Clipping makes a request fit every pool, whichever serves it: the
+    // cluster-wide limit is the smallest pool's (the order of pools never matters).
+    let max_len = setup.pools.iter().map(|p| p.memory.max_model_len).min().unwrap_or(setup.memory.max_model_len);
     let clip_long = setup.workload.clip;
     let keyer = Keyer::new(setup, seed);
     let mut limits = Limits::new(setup);
@@ -701,7 +704,7 @@ impl Keyer {
             order: e.queue_order,
             aging: e.priority_aging_s,
             sigma: e.prediction_error,
-            seed: stream_seed(seed, 200),
+            seed: Stream::QueueKey.seed(seed),
             priority: classes.iter().map(|c| c.priority as f64).collect(),
             ttft: classes.iter().map(|c| c.slo.as_ref().and_then(|x| x.ttft_ms).map_or(1e12, |t| t * 1e-3)).collect(),
         }

@@ -124,3 +124,25 @@ fn speculative_sequences_keep_the_engine_invariants_under_preemption() {
         assert!(done.iter().all(|r| r.generated == r.output));
     }
 }
+
+/// Each speculating sequence takes k + 1 tokens of the step's budget: with
+/// Sarathi's 512-token budget, k = 4 and a burst of 256 requests, no step
+/// runs more than 512 tokens (before the fix, decodes counted one token each
+/// and steps ran at about three times the budget).
+#[test]
+fn speculating_sequences_take_k_plus_one_tokens_of_the_budget() {
+    let text = format!(
+        "{}\n[engine]\npreset = \"sarathi\"\nmax_num_seqs = 256\n",
+        scenario(1.0, "method = \"mtp\"\nnum_tokens = 4\nacceptance = 0.7")
+    )
+    .replace("rate = 1\n", "arrival = \"offline\"\n")
+    .replace("duration_s = 60", "num_requests = 256");
+    let rep = run(&text, &[]);
+    let peak = rep.output.replicas.iter().map(|r| r.peak_step_tokens).max().unwrap();
+    assert!(peak <= 512, "a step scheduled {peak} tokens against a 512-token budget");
+    assert!(peak >= 400, "the budget should be nearly full at times: {peak}");
+    assert_eq!(rep.summary.metrics.completed, 256);
+    // Without speculation the same budget holds 256 decodes at once.
+    let plain = run(&text.replace("num_tokens = 4", "num_tokens = 0"), &[]);
+    assert!(plain.output.replicas[0].peak_step_tokens <= 512);
+}

@@ -46,6 +46,12 @@ impl StepBatch {
     pub fn tokens(&self) -> u64 {
         self.prefill_tokens + self.decode_seqs as u64
     }
+
+    /// Tokens the step takes from the scheduler's token budget: each
+    /// speculating sequence verifies k + 1 tokens.
+    pub fn scheduled_tokens(&self) -> u64 {
+        self.prefill_tokens + self.decode_seqs as u64 * (1 + self.spec_tokens as u64)
+    }
 }
 
 /// The predicted cost of one step.

@@ -196,6 +196,8 @@ pub struct ReplicaStats {
     pub pool: u32,
     /// Peak FLOP/s of one of its GPUs (for MFU).
     pub peak_flops: f64,
+    /// Most tokens any step took from the token budget (whole run).
+    pub peak_step_tokens: u64,
     /// Peak bandwidth of one of its GPUs, bytes/s (for MBU).
     pub peak_bandwidth: f64,
     /// KV blocks of the replica.
@@ -894,10 +896,21 @@ impl<C: StepCostModel> Replica<C> {
         preempted
     }
 
+    /// Most sequences that may run at once: `max_num_seqs`, and with
+    /// speculation no more than the token budget holds at k + 1 tokens each
+    /// (vLLM's scheduler charges every running request 1 + k tokens of the
+    /// budget and leaves out those that do not fit).
+    fn max_running(&self) -> u32 {
+        if self.p.spec_k == 0 {
+            return self.p.max_num_seqs;
+        }
+        self.p.max_num_seqs.min((self.p.max_num_batched_tokens / (1 + self.p.spec_k)).max(1))
+    }
+
     /// Decode pool: admits waiting requests whose prompt KV has arrived,
     /// from the head of the queue, straight into the decode group.
     fn admit_ready(&mut self, now: f64, sinks: &mut Sinks) {
-        while self.n_running < self.p.max_num_seqs {
+        while self.n_running < self.max_running() {
             let records = &sinks.records;
             let Some(req) = self.waiting.front(|r| matches!(records[r as usize].status, Status::Rejected(_))) else {
                 return;
@@ -1127,8 +1140,12 @@ impl<C: StepCostModel> Replica<C> {
                 let prefill_only = self.p.prefill_first && (!self.prefilling.is_empty() || !self.waiting.is_empty());
                 let preempted = !prefill_only && self.reserve_decode_blocks(now, sinks);
                 self.step_decodes = !prefill_only && self.n_dec > 0;
-                let mut budget =
-                    self.p.max_num_batched_tokens.saturating_sub(if self.step_decodes { self.n_dec } else { 0 });
+                let per_decode = 1 + self.p.spec_k;
+                let mut budget = self.p.max_num_batched_tokens.saturating_sub(if self.step_decodes {
+                    self.n_dec * per_decode
+                } else {
+                    0
+                });
                 let mut k = 0;
                 while k < self.prefilling.len() && budget > 0 {
                     let i = self.prefilling[k];
@@ -1152,7 +1169,7 @@ impl<C: StepCostModel> Replica<C> {
                 }
                 if !preempted {
                     while budget > 0
-                        && self.n_running < self.p.max_num_seqs
+                        && self.n_running < self.max_running()
                         && self.try_admit(
                             now,
                             if whole && self.n_running == 0 { u32::MAX } else { budget.min(self.p.max_chunk) },
@@ -1173,7 +1190,7 @@ impl<C: StepCostModel> Replica<C> {
                 let mut first = true;
                 // Static batching admits only into an empty replica, the whole batch at once.
                 let admit = !self.p.static_batching || self.n_running == 0;
-                while admit && self.n_running < self.p.max_num_seqs {
+                while admit && self.n_running < self.max_running() {
                     // A lone recompute longer than the budget may still run alone.
                     let cap = if first || self.p.static_batching { u32::MAX } else { budget };
                     if !self.try_admit(now, cap, true, sinks) {
@@ -1490,6 +1507,7 @@ impl<C: StepCostModel> Replica<C> {
     #[inline]
     fn account_step(&mut self, t_end: f64) {
         self.stats.steps += 1;
+        self.stats.peak_step_tokens = self.stats.peak_step_tokens.max(self.step_batch.scheduled_tokens());
         let dt = t_end - self.step_start.max(self.window_start);
         if dt <= 0.0 {
             return;

@@ -74,7 +74,7 @@ pub struct SloSummary {
 /// How busy the hardware was, averaged over replicas and the measurement window.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Utilisation {
-    /// Fraction of the window a replica was executing a step.
+    /// Fraction of the window a replica was executing a step (with several pools, weighted by their GPUs).
     pub gpu_busy_fraction: f64,
     /// Sequences per step, averaged over busy time.
     pub mean_batch_size: f64,
@@ -113,7 +113,7 @@ pub struct KvSummary {
     pub block_size: u32,
     /// Token capacity per replica.
     pub capacity_tokens_per_replica: u64,
-    /// Time-averaged fraction of blocks in use (idle time counts as 0).
+    /// Time-averaged fraction of blocks in use (idle time counts as 0; with several pools, weighted by their GPUs).
     pub mean_occupancy: f64,
     /// Largest fraction of blocks ever in use on any replica.
     pub peak_occupancy: f64,
@@ -685,25 +685,20 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
     let sum = |f: &dyn Fn(&crate::engine::ReplicaStats) -> f64| stats.iter().map(f).sum::<f64>();
     let busy = sum(&|r| r.busy);
     let per_busy = |x: f64| if busy > 0.0 { x / busy } else { 0.0 };
-    // Peak rates and KV blocks over the window, summed pool by pool (every
-    // replica of a pool has the same; one product per pool keeps a single
-    // pool's figures exact).
-    let capacity = |f: &dyn Fn(usize) -> f64| {
-        setup.pools.iter().enumerate().map(|(i, p)| duration * p.replicas as f64 * f(i)).sum::<f64>()
-    };
-    let peak = |i: usize, flops: bool| {
-        let first = stats.iter().find(|r| r.pool as usize == i);
-        first.map_or(f64::NAN, |r| if flops { r.peak_flops } else { r.peak_bandwidth })
-    };
     let pools = pool_summaries(setup, stats, duration);
+    // Utilisations are the pools' own, weighted by their share of the GPUs
+    // (with one pool, exactly that pool's).
+    let by_gpus = |f: &dyn Fn(&PoolSummary) -> f64| {
+        pools.iter().filter(|p| p.num_gpus > 0).map(|p| f(p) * (p.num_gpus as f64 / num_gpus as f64)).sum::<f64>()
+    };
     let utilisation = Utilisation {
-        gpu_busy_fraction: busy / (duration * n_rep),
+        gpu_busy_fraction: by_gpus(&|p| p.gpu_busy_fraction),
         mean_batch_size: per_busy(sum(&|r| r.batch_area)),
         mean_tokens_per_step: per_busy(sum(&|r| r.token_area)),
         mean_running: sum(&|r| r.running_area) / (duration * n_rep),
         mean_waiting: sum(&|r| r.waiting_area) / (duration * n_rep),
-        mfu: sum(&|r| r.flops) / capacity(&|i| peak(i, true)),
-        mbu: sum(&|r| r.bytes) / capacity(&|i| peak(i, false)),
+        mfu: by_gpus(&|p| p.mfu),
+        mbu: by_gpus(&|p| p.mbu),
         steps: stats.iter().map(|r| r.steps).sum(),
         preemptions: stats.iter().map(|r| r.preemptions).sum(),
         recomputed_tokens: stats.iter().map(|r| r.recomputed_tokens).sum(),
@@ -716,7 +711,7 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
         blocks_per_replica: setup.memory.num_blocks,
         block_size: setup.memory.block_size,
         capacity_tokens_per_replica: setup.memory.kv_capacity_tokens,
-        mean_occupancy: sum(&|r| r.kv_area) / capacity(&|i| setup.pools[i].memory.num_blocks as f64),
+        mean_occupancy: by_gpus(&|p| p.kv_mean_occupancy),
         peak_occupancy: stats.iter().map(|r| r.peak_kv_blocks as f64 / r.num_blocks as f64).fold(0.0, f64::max),
         prefix_caching: s.engine.prefix_caching,
         prefix_hit_rate: s.engine.prefix_caching.then(|| {

@@ -14,7 +14,7 @@
 
 use super::plan::WorkloadPlan;
 use super::process::Process;
-use super::stream_seed;
+use crate::rng::Stream as Named;
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use std::cmp::{Ordering, Reverse};
@@ -43,15 +43,6 @@ pub struct RequestSpec {
 
 /// No session.
 pub const NO_SESSION: u32 = u32::MAX;
-
-const STREAM_ARRIVALS: u64 = 1;
-const STREAM_PROMPT: u64 = 2;
-const STREAM_OUTPUT: u64 = 3;
-const STREAM_CLASS: u64 = 4;
-const STREAM_THINK: u64 = 5;
-const STREAM_TURNS: u64 = 6;
-const STREAM_TRACE: u64 = 7;
-const STREAM_CLASS_PROCESS: u64 = 16;
 
 struct Stream {
     process: Process,
@@ -126,8 +117,8 @@ pub struct Source {
     emitted: u64,
 }
 
-fn rng(seed: u64, stream: u64) -> Pcg64Mcg {
-    Pcg64Mcg::seed_from_u64(stream_seed(seed, stream))
+fn rng(seed: u64, stream: Named) -> Pcg64Mcg {
+    Pcg64Mcg::seed_from_u64(stream.seed(seed))
 }
 
 impl Source {
@@ -136,7 +127,7 @@ impl Source {
         let mut streams = Vec::new();
         if let Some(p) = &plan.common {
             let mut st =
-                Stream { process: p.clone(), rng: rng(seed, STREAM_ARRIVALS), class: None, next: None, scale: 1.0 };
+                Stream { process: p.clone(), rng: rng(seed, Named::Arrivals), class: None, next: None, scale: 1.0 };
             if let (Some(target), Some(n)) = (plan.rescale_to, plan.num_requests) {
                 // Draw the same N arrivals once to find where the last lands.
                 let (mut p2, mut r2) = (st.process.clone(), st.rng.clone());
@@ -154,7 +145,7 @@ impl Source {
             if let Some(p) = &c.own {
                 streams.push(Stream {
                     process: p.clone(),
-                    rng: rng(seed, STREAM_CLASS_PROCESS + i as u64),
+                    rng: rng(seed, Named::ClassProcess(i as u32)),
                     class: Some(i as u16),
                     next: None,
                     scale: 1.0,
@@ -177,12 +168,12 @@ impl Source {
             in_flight: HashMap::new(),
             next_session: 0,
             share_total: plan.classes.iter().map(|c| c.weight).sum(),
-            rng_prompt: rng(seed, STREAM_PROMPT),
-            rng_output: rng(seed, STREAM_OUTPUT),
-            rng_class: rng(seed, STREAM_CLASS),
-            rng_think: rng(seed, STREAM_THINK),
-            rng_turns: rng(seed, STREAM_TURNS),
-            rng_trace: rng(seed, STREAM_TRACE),
+            rng_prompt: rng(seed, Named::Prompt),
+            rng_output: rng(seed, Named::Output),
+            rng_class: rng(seed, Named::Class),
+            rng_think: rng(seed, Named::Think),
+            rng_turns: rng(seed, Named::Turns),
+            rng_trace: rng(seed, Named::Trace),
             emitted: 0,
         };
         if let Some((users, _)) = &plan.closed_loop {

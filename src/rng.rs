@@ -1,0 +1,100 @@
+//! Every random stream of a run, by name, in one table.
+//!
+//! Each stream is seeded with `stream_seed(scenario seed, id)`. The ids of
+//! the named streams are fixed numbers, kept from earlier versions so that
+//! results stay value-stable. A family of streams (one per replica or per
+//! class) takes its index in a range of its own, above 2³², so no index can
+//! reach another stream's id. Adding a replica or a class adds a stream and
+//! leaves the others' untouched.
+
+use crate::workload::stream_seed;
+
+/// A random stream of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stream {
+    /// Arrival times of the shared arrival process.
+    Arrivals,
+    /// Prompt lengths.
+    Prompt,
+    /// Output lengths.
+    Output,
+    /// Which class a shared-process arrival belongs to.
+    Class,
+    /// Think times between the turns of a conversation.
+    Think,
+    /// Turns per conversation.
+    Turns,
+    /// Which trace row a replayed request takes.
+    Trace,
+    /// Shortest-job-first's predicted output lengths (`engine.prediction_error`).
+    QueueKey,
+    /// The entry router (random and power-of-two choices).
+    Router,
+    /// The router of decode pools.
+    DecodeRouter,
+    /// Speculative decoding's accepted runs.
+    Speculative,
+    /// Arrival times of class `i`'s own arrival process.
+    ClassProcess(u32),
+    /// The exponential step-time model of replica `r`.
+    ReplicaStep(u32),
+}
+
+impl Stream {
+    /// Every named stream (the families excluded), for the collision test.
+    pub const NAMED: [Stream; 11] = [
+        Stream::Arrivals,
+        Stream::Prompt,
+        Stream::Output,
+        Stream::Class,
+        Stream::Think,
+        Stream::Turns,
+        Stream::Trace,
+        Stream::QueueKey,
+        Stream::Router,
+        Stream::DecodeRouter,
+        Stream::Speculative,
+    ];
+
+    /// The stream's id: distinct for every stream and index.
+    pub fn id(self) -> u64 {
+        const FAMILY: u64 = 1 << 32;
+        match self {
+            Stream::Arrivals => 1,
+            Stream::Prompt => 2,
+            Stream::Output => 3,
+            Stream::Class => 4,
+            Stream::Think => 5,
+            Stream::Turns => 6,
+            Stream::Trace => 7,
+            Stream::QueueKey => 200,
+            Stream::Router => 300,
+            Stream::DecodeRouter => 301,
+            Stream::Speculative => 400,
+            Stream::ClassProcess(i) => FAMILY + i as u64,
+            Stream::ReplicaStep(r) => 2 * FAMILY + r as u64,
+        }
+    }
+
+    /// Seed of this stream for scenario seed `seed`.
+    pub fn seed(self, seed: u64) -> u64 {
+        stream_seed(seed, self.id())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn no_two_streams_share_an_id() {
+        let mut ids = HashSet::new();
+        let families = (0..100_000u32).flat_map(|i| [Stream::ClassProcess(i), Stream::ReplicaStep(i)]);
+        for s in Stream::NAMED.into_iter().chain(families).chain([Stream::ReplicaStep(u32::MAX)]) {
+            assert!(ids.insert(s.id()), "{s:?} reuses id {}", s.id());
+        }
+        // The case a review found: replica 200's exponential steps and the router.
+        assert_ne!(Stream::ReplicaStep(200).seed(7), Stream::Router.seed(7));
+    }
+}
