@@ -345,6 +345,12 @@ fn dispatch(cli: Cli) -> Result<()> {
                 );
                 println!("{band}");
             }
+            if let Some(why) = c.limited_by.iter().find(|w| !w.is_empty()) {
+                println!("  limited by: {why}");
+            }
+            if let Some(w) = &c.precision_warning {
+                println!("  warning: {w}");
+            }
             Ok(())
         }
         Command::Plan(a) => {

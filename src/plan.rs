@@ -159,7 +159,18 @@ pub struct Capacity {
     /// The validated error of the scenario's engine profile on its GPU
     /// (from `servesim validate`), beside the simulation's interval above.
     pub model_error: crate::validate::ErrorBand,
+    /// Fewest measured requests beyond the SLO percentile (e.g. above p99)
+    /// in the highest passing run of any search: below 10 that percentile
+    /// rests on a handful of requests (null with `slo.min_attainment`).
+    pub tail_requests: Option<f64>,
+    /// Why the run just above the result failed, per search.
+    pub limited_by: Vec<String>,
+    /// When the result is not precise: the reason and the run length that would fix it.
+    pub precision_warning: Option<String>,
 }
+
+/// Fewer requests than this beyond the judged percentile make it unreliable.
+pub const MIN_TAIL_REQUESTS: f64 = 10.0;
 
 /// The knob `capacity` and `plan` turn to set the load.
 pub struct LoadKnob {
@@ -255,19 +266,55 @@ pub fn load_knob(loaded: &LoadedScenario, catalog: &Catalog) -> Result<LoadKnob>
 pub fn capacity(loaded: &LoadedScenario, catalog: &Catalog, replications: u32, tol: f64) -> Result<Capacity> {
     let slo = slo_of(&loaded.scenario)?;
     let knob = load_knob(loaded, catalog)?;
-    let per: Vec<Result<f64>> = (0..replications.max(1))
+    // Per search: the result, the tail count of its best passing run, and why the next failed.
+    let per: Vec<Result<(f64, f64, String)>> = (0..replications.max(1))
         .into_par_iter()
         .map(|rep| {
             let seed = point_seed(loaded.scenario.seed, 0, rep);
+            let (mut best, mut why) = ((0.0f64, f64::NAN), String::new());
             let meets = |rate: f64| -> Result<bool> {
                 let s = simulate(loaded, catalog, &knob.set(rate), seed)?;
-                Ok(judge(&s, &slo).meets)
+                let v = judge(&s, &slo);
+                if v.meets && rate >= best.0 {
+                    best = (rate, tail_requests(&s, &slo));
+                } else if !v.meets {
+                    why = v.reason;
+                }
+                Ok(v.meets)
             };
-            bisect_up(knob.start, tol, meets)
+            let x = bisect_up(knob.start, tol, meets)?;
+            Ok((x, best.1, why))
         })
         .collect();
-    let per: Vec<f64> = per.into_iter().collect::<Result<_>>()?;
+    let per: Vec<(f64, f64, String)> = per.into_iter().collect::<Result<_>>()?;
+    let tail = per.iter().map(|p| p.1).filter(|t| !t.is_nan()).fold(f64::INFINITY, f64::min);
+    let tail_requests = tail.is_finite().then_some(tail);
+    let limited_by: Vec<String> = per.iter().map(|p| p.2.clone()).collect();
+    let n = loaded.scenario.num_requests;
+    let mut warnings = Vec::new();
+    if let Some(t) = tail_requests.filter(|&t| t < MIN_TAIL_REQUESTS) {
+        let more = n.map_or(String::new(), |n| {
+            format!(" (num_requests ≥ {:.0})", (n as f64 * MIN_TAIL_REQUESTS / t.max(0.5)).ceil())
+        });
+        warnings.push(format!(
+            "the p{} objective was judged on as few as {t:.0} requests beyond it: run {:.0}× longer{more} for a \
+             stable estimate",
+            slo.percentile.unwrap_or(99.0),
+            (MIN_TAIL_REQUESTS / t.max(0.5)).ceil()
+        ));
+    }
+    if limited_by.iter().any(|w| w.starts_with("inconclusive")) {
+        warnings.push(
+            "some searches stopped at a run too short to tell steady state from slow overload: run longer \
+             (num_requests) and the result may rise"
+                .into(),
+        );
+    }
+    let per: Vec<f64> = per.iter().map(|p| p.0).collect();
     Ok(Capacity {
+        tail_requests,
+        limited_by,
+        precision_warning: (!warnings.is_empty()).then(|| warnings.join("; ")),
         knob: knob.key.into(),
         rate: Stat::of(&per),
         per_replication: per,
@@ -278,6 +325,15 @@ pub fn capacity(loaded: &LoadedScenario, catalog: &Catalog, replications: u32, t
             catalog.gpu(&loaded.scenario.hardware.gpu).map_or(&loaded.scenario.hardware.gpu, |e| &e.key),
         ),
     })
+}
+
+/// Measured requests beyond the judged percentile (completed ones × (1 −
+/// p/100)); NaN when the objectives are an attainment.
+fn tail_requests(s: &Summary, slo: &SloConfig) -> f64 {
+    if slo.min_attainment.is_some() {
+        return f64::NAN;
+    }
+    s.metrics.completed as f64 * (1.0 - slo.percentile.unwrap_or(99.0) / 100.0)
 }
 
 /// Largest x > 0 with `ok(x)`, assuming `ok` is true below some threshold and

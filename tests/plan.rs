@@ -59,3 +59,21 @@ fn plan_picks_the_fewest_replicas_that_meet_the_slo() {
     assert_eq!(c.gpus, Some(n));
     assert!(c.one_fewer.as_ref().is_some_and(|v| !v.meets));
 }
+
+/// `capacity` says when its answer rests on too little: a 300-request
+/// quickstart judges p99 on a handful of requests and stops at runs too short
+/// to certify steady state; 20,000 requests need no warning about p99.
+#[test]
+fn capacity_warns_when_runs_are_too_short() {
+    let text = include_str!("../scenarios/quickstart.toml");
+    let catalog = Catalog::builtin().unwrap();
+    let short = load_scenario_str(text, Path::new("quickstart.toml"), &["num_requests=300".into()]).unwrap();
+    let c = capacity(&short, &catalog, 1, 0.05).unwrap();
+    let w = c.precision_warning.expect("a 300-request search must warn");
+    assert!(w.contains("num_requests"), "{w}");
+    assert!(c.tail_requests.is_some_and(|t| t < 10.0), "{:?}", c.tail_requests);
+    let long = load_scenario_str(text, Path::new("quickstart.toml"), &["num_requests=20000".into()]).unwrap();
+    let c = capacity(&long, &catalog, 1, 0.05).unwrap();
+    assert!(c.tail_requests.is_some_and(|t| t >= 10.0), "{:?}", c.tail_requests);
+    assert!(!c.limited_by[0].is_empty(), "the failing run's reason is kept");
+}
