@@ -12,8 +12,9 @@ use serde::Serialize;
 use std::path::Path;
 
 /// A single-server FCFS queue: batch of one, one-token outputs, 10 ms
-/// service (μ = 100 req/s); `cost.model` makes it M/D/1 or M/M/1.
-const SINGLE_SERVER: &str = r#"
+/// service (μ = 100 req/s); `cost.model` makes it M/D/1 or M/M/1. The
+/// queueing-theory tests use it too.
+pub const SINGLE_SERVER: &str = r#"
 name = "single-server"
 seed = 1
 num_requests = 1000

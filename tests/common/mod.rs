@@ -19,25 +19,8 @@ pub fn run(toml: &str, sets: &[&str]) -> Report {
 }
 
 /// A single-server queue: batch of one, one-token outputs, so every request
-/// is served by exactly one engine step.
-pub const SINGLE_SERVER: &str = r#"
-name = "single-server"
-seed = 1
-num_requests = 1000
-[model]
-name = "llama-3.1-8b"
-[engine]
-max_num_seqs = 1
-[cost]
-model = "constant"
-step_overhead_ms = 0
-step_time_ms = 10
-[workload]
-arrival = "poisson"
-rate = 60
-prompt_tokens = { dist = "fixed", value = 16 }
-output_tokens = { dist = "fixed", value = 1 }
-"#;
+/// is served by exactly one engine step (10 ms, constant).
+pub const SINGLE_SERVER: &str = servesim::detection::SINGLE_SERVER;
 
 /// Mean of a slice.
 pub fn mean(x: &[f64]) -> f64 {
