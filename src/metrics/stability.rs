@@ -3,9 +3,12 @@
 //!
 //! A finite run of an overloaded system reports latencies that only measure
 //! how long it ran. The evidence used here is the **backlog**: the number of
-//! requests in the system (arrived, neither finished nor refused) over time.
-//! In a stable system the backlog fluctuates around a level; in an
-//! overloaded one it grows by (λ − μ) per second, so the fraction of arrivals
+//! requests waiting for their first engine step (arrived, not yet scheduled
+//! nor refused) over time. Requests already running are left out: their
+//! number follows the arrivals' noise even when the system has capacity to
+//! spare, and it is bounded by the engine, so sustained growth always shows
+//! in the queue. In a stable system the backlog fluctuates around a level; in
+//! an overloaded one it grows by (λ − μ) per second, so the fraction of arrivals
 //! left behind tends to 1 − 1/ρ (4.8% at ρ = 1.05, 50% at ρ = 2).
 //!
 //! The measured arrival span (first to last measured arrival) is cut into
@@ -37,7 +40,7 @@
 //!    in system, whose own trend, at its lower
 //!    confidence bound ([`WINDOW_Z`] standard errors), still grows by more
 //!    than that excess once the rise a changing arrival rate explains by
-//!    Little's law ((λ₁ − λ₀) × median time in system) is taken off, and whose backlog rose by more than [`WINDOW_LEVEL`]
+//!    Little's law ((λ₁ − λ₀) × median wait) is taken off, and whose backlog rose by more than [`WINDOW_LEVEL`]
 //!    times the run's lower-quartile backlog, is an overload window, reported with
 //!    its start and end times.
 //!
@@ -112,7 +115,7 @@ pub struct Stability {
     /// arrivals still in the system when arrivals stopped, net of those
     /// already there when the span began.
     pub completion_deficit: f64,
-    /// Mean backlog (requests in the system) over the first tenth of the arrival span.
+    /// Mean backlog (requests waiting for their first step) over the first tenth of the arrival span.
     pub backlog_first_tenth: f64,
     /// Mean backlog over the last tenth of the arrival span.
     pub backlog_last_tenth: f64,
@@ -120,7 +123,7 @@ pub struct Stability {
     pub fill_up_s: f64,
     /// Estimated growth of the backlog over the rest of the span (trend ×
     /// span), less the change a changing arrival rate explains by Little's
-    /// law ((λ last tenth − λ first tenth) × median time in system), requests.
+    /// law ((λ last tenth − λ first tenth) × median wait for the first step), requests.
     pub backlog_growth: f64,
     /// Lower confidence bound of that growth (3 autocorrelation-corrected standard errors), requests.
     pub backlog_growth_low: f64,
@@ -195,7 +198,7 @@ impl Stability {
 pub struct Backlog {
     t0: f64,
     width: f64,
-    /// Requests in the system at t0.
+    /// Requests waiting at t0.
     start: i64,
     /// Per cell: arrivals, departures, and Σ(cell end − t) over arrivals minus the same over departures.
     arrivals: Vec<u64>,
@@ -210,7 +213,7 @@ pub struct Backlog {
     fill_until: f64,
     /// Shortest overload window, s.
     min_window: f64,
-    /// Typical (median) time in system, s.
+    /// Typical (median) wait for the first step, s.
     sojourn: f64,
 }
 
@@ -239,14 +242,17 @@ impl Backlog {
     /// at t = 0, it is filling up until twice the mean; and its backlog
     /// follows a changing arrival rate within about one sojourn (Little's
     /// law), so an overload window must last [`WINDOW_SOJOURNS`] median
-    /// sojourns.
-    pub fn time_scale(&mut self, mean_sojourn: f64, median_sojourn: f64) {
+    /// sojourns. `median_wait` (arrival to first step) scales Little's-law
+    /// corrections of the queue.
+    pub fn time_scale(&mut self, mean_sojourn: f64, median_sojourn: f64, median_wait: f64) {
         if mean_sojourn.is_finite() {
             self.fill_until = 2.0 * mean_sojourn;
         }
         if median_sojourn.is_finite() {
             self.min_window = WINDOW_SOJOURNS * median_sojourn;
-            self.sojourn = median_sojourn;
+        }
+        if median_wait.is_finite() {
+            self.sojourn = median_wait;
         }
     }
 
@@ -300,7 +306,7 @@ impl Backlog {
     }
 
     /// The backlog change a changed arrival rate explains by Little's law,
-    /// (λ₁ − λ₀) × median time in system, from the rates of the cells
+    /// (λ₁ − λ₀) × median wait, from the rates of the cells
     /// `before` and `after`; zero unless the change is significant (more
     /// than 3 Poisson standard errors), so that noise in the rates cannot
     /// explain a growth away.
