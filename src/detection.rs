@@ -142,15 +142,6 @@ pub struct Row {
     pub other: u32,
 }
 
-impl Row {
-    /// Fraction of runs given the wrong confident verdict: "stable" for an
-    /// overloaded case, "overloaded" for a stable one.
-    pub fn wrong(&self) -> f64 {
-        let w = if self.case.load.overloaded() { self.stable } else { self.overloaded };
-        w as f64 / self.runs as f64
-    }
-}
-
 /// The loads of the published table.
 pub const RHOS: [f64; 9] = [0.8, 0.9, 0.95, 0.98, 1.02, 1.05, 1.2, 2.0, 10.0];
 

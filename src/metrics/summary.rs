@@ -620,7 +620,6 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
     let mut backlog = Backlog::new(measured_span.0, measured_span.1);
     let max_wait = s.engine.max_wait_s.unwrap_or(0.0);
     let (mut sojourn, mut done) = (0.0, 0u64);
-    let mut waits = Vec::new();
     for r in &out.records {
         // The backlog is the queue: a request is in it from its arrival to
         // the start of its first step (or its refusal).
@@ -629,7 +628,6 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
         if r.status == Status::Completed {
             sojourn += r.e2e();
             done += 1;
-            waits.push(r.first_scheduled - r.arrival);
         }
     }
     let mut sessions = std::collections::HashSet::new();
@@ -782,9 +780,12 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
             .filter(|x| x.good_requests > 0)
             .map(|x| total_usd / x.good_requests as f64),
     };
-    let p50 = PERCENTILES.iter().position(|&q| q == 50.0).map_or(f64::NAN, |i| metrics.e2el.dist.percentiles[i]);
-    let wait50 = if waits.is_empty() { f64::NAN } else { super::stats::percentiles(&mut waits, &[50.0])[0] };
-    backlog.time_scale(sojourn / done.max(1) as f64, p50 / 1e3, wait50);
+    // The typical wait for a first step, from the distributions already
+    // computed: median preprocessing plus median queueing delay.
+    let median =
+        |m: &LatencyMetric| PERCENTILES.iter().position(|&q| q == 50.0).map_or(f64::NAN, |i| m.dist.percentiles[i]);
+    let wait50 = (median(&metrics.preprocess) + median(&metrics.queue)) / 1e3;
+    backlog.time_scale(sojourn / done.max(1) as f64, median(&metrics.e2el) / 1e3, wait50);
     let stability = assess(&backlog, plan.offline);
     let stable = stability.stable();
     let littles_law = littles_law(&out.records, out.run_end, out.in_system_area);

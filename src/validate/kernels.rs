@@ -77,16 +77,17 @@ pub fn gemm_row(k: &Kernels, t: &Table, r: &[String]) -> Option<(String, f64, f6
     Some((format!("{} m={m} n={n} k={kk}", t.get(r, "dtype")), t.num(r, "latency_ms"), p))
 }
 
+/// An attention row's batch, length (column `len`), heads, KV heads, head
+/// size and KV bytes per element.
+fn attention_shape(t: &Table, r: &[String], len: &str) -> [f64; 6] {
+    let kvb = if t.get(r, "kv_cache_dtype") == "fp8" { 1.0 } else { 2.0 };
+    let col = |c: &str| t.num(r, c);
+    [col("batch_size"), col(len), col("num_heads"), col("num_kv_heads"), col("head_dim"), kvb]
+}
+
 /// Predicted prefill attention time (ms) of a context-attention row.
 pub fn context_row(k: &Kernels, t: &Table, r: &[String]) -> (String, f64, f64) {
-    let (b, s, h, kvh, hd) = (
-        t.num(r, "batch_size"),
-        t.num(r, "seq_len"),
-        t.num(r, "num_heads"),
-        t.num(r, "num_kv_heads"),
-        t.num(r, "head_dim"),
-    );
-    let kvb = if t.get(r, "kv_cache_dtype") == "fp8" { 1.0 } else { 2.0 };
+    let [b, s, h, kvh, hd, kvb] = attention_shape(t, r, "seq_len");
     let pairs = b * s * (s + 1.0) / 2.0;
     let bytes = b * s * (h * hd * 4.0 + 2.0 * kvh * hd * (2.0 + kvb));
     let p = (k.prefill_attention_work(h, hd, pairs, b * s, bytes, 1.0) + k.k.prefill_attention_latency_us * 1e-6) * 1e3;
@@ -95,14 +96,7 @@ pub fn context_row(k: &Kernels, t: &Table, r: &[String]) -> (String, f64, f64) {
 
 /// Predicted decode attention time (ms) of a generation-attention row.
 pub fn generation_row(k: &Kernels, t: &Table, r: &[String]) -> (String, f64, f64) {
-    let (b, l, h, kvh, hd) = (
-        t.num(r, "batch_size"),
-        t.num(r, "kv_len"),
-        t.num(r, "num_heads"),
-        t.num(r, "num_kv_heads"),
-        t.num(r, "head_dim"),
-    );
-    let kvb = if t.get(r, "kv_cache_dtype") == "fp8" { 1.0 } else { 2.0 };
+    let [b, l, h, kvh, hd, kvb] = attention_shape(t, r, "kv_len");
     let bytes = b * l * 2.0 * kvh * hd * kvb;
     let p =
         (k.decode_attention_work(bytes, 4.0 * h * hd * b * l, b, 1.0) + k.k.decode_attention_latency_us * 1e-6) * 1e3;
