@@ -6,6 +6,10 @@
 //! class) takes its index in a range of its own, above 2³², so no index can
 //! reach another stream's id. Adding a replica or a class adds a stream and
 //! leaves the others' untouched.
+//!
+//! The per-class streams (prompt and output lengths, turns and think
+//! times) keep the ids of the old shared streams for class 0, so a
+//! single-class scenario draws exactly what it drew before they were split.
 
 use crate::workload::stream_seed;
 
@@ -14,16 +18,16 @@ use crate::workload::stream_seed;
 pub enum Stream {
     /// Arrival times of the shared arrival process.
     Arrivals,
-    /// Prompt lengths.
-    Prompt,
-    /// Output lengths.
-    Output,
+    /// Prompt lengths of class `i` (and a session's new tokens per turn).
+    Prompt(u32),
+    /// Output lengths of class `i`.
+    Output(u32),
     /// Which class a shared-process arrival belongs to.
     Class,
-    /// Think times between the turns of a conversation.
-    Think,
-    /// Turns per conversation.
-    Turns,
+    /// Think times of class `i`'s users and sessions.
+    Think(u32),
+    /// Turns per conversation of class `i`.
+    Turns(u32),
     /// Which trace row a replayed request takes.
     Trace,
     /// Shortest-job-first's predicted output lengths (`engine.prediction_error`).
@@ -41,14 +45,14 @@ pub enum Stream {
 }
 
 impl Stream {
-    /// Every named stream (the families excluded), for the collision test.
+    /// Every named stream (of the families, class 0 only), for the collision test.
     pub const NAMED: [Stream; 11] = [
         Stream::Arrivals,
-        Stream::Prompt,
-        Stream::Output,
+        Stream::Prompt(0),
+        Stream::Output(0),
         Stream::Class,
-        Stream::Think,
-        Stream::Turns,
+        Stream::Think(0),
+        Stream::Turns(0),
         Stream::Trace,
         Stream::QueueKey,
         Stream::Router,
@@ -61,11 +65,11 @@ impl Stream {
         const FAMILY: u64 = 1 << 32;
         match self {
             Stream::Arrivals => 1,
-            Stream::Prompt => 2,
-            Stream::Output => 3,
+            Stream::Prompt(0) => 2,
+            Stream::Output(0) => 3,
             Stream::Class => 4,
-            Stream::Think => 5,
-            Stream::Turns => 6,
+            Stream::Think(0) => 5,
+            Stream::Turns(0) => 6,
             Stream::Trace => 7,
             Stream::QueueKey => 200,
             Stream::Router => 300,
@@ -73,6 +77,10 @@ impl Stream {
             Stream::Speculative => 400,
             Stream::ClassProcess(i) => FAMILY + i as u64,
             Stream::ReplicaStep(r) => 2 * FAMILY + r as u64,
+            Stream::Prompt(i) => 3 * FAMILY + i as u64,
+            Stream::Output(i) => 4 * FAMILY + i as u64,
+            Stream::Think(i) => 5 * FAMILY + i as u64,
+            Stream::Turns(i) => 6 * FAMILY + i as u64,
         }
     }
 
@@ -90,7 +98,12 @@ mod tests {
     #[test]
     fn no_two_streams_share_an_id() {
         let mut ids = HashSet::new();
-        let families = (0..100_000u32).flat_map(|i| [Stream::ClassProcess(i), Stream::ReplicaStep(i)]);
+        let families = (0..100_000u32).flat_map(|i| {
+            let per_class = [Stream::Prompt(i), Stream::Output(i), Stream::Think(i), Stream::Turns(i)];
+            [Stream::ClassProcess(i), Stream::ReplicaStep(i)]
+                .into_iter()
+                .chain(per_class.into_iter().filter(move |_| i > 0))
+        });
         for s in Stream::NAMED.into_iter().chain(families).chain([Stream::ReplicaStep(u32::MAX)]) {
             assert!(ids.insert(s.id()), "{s:?} reuses id {}", s.id());
         }

@@ -233,6 +233,36 @@ fn class_mix_matches_weights() {
     assert!(r.iter().filter(|x| x.class == 2).all(|x| x.prompt == 150 && x.prefix == 50));
 }
 
+/// Adding a class must not reshuffle the requests of the others: each class
+/// draws its arrivals, lengths, turns and think times from streams of its own
+/// (a review found one shared length stream, so a new class shifted every
+/// other class's prompts).
+#[test]
+fn adding_a_class_leaves_the_other_classes_unchanged() {
+    let class = |name: &str, rate: f64, mean: u32| {
+        format!(
+            "[[workload.classes]]\nname = \"{name}\"\narrival = \"poisson\"\nrate = {rate}\n\
+             prompt_tokens = {{ dist = \"lognormal\", mean = {mean}, cv = 1.0 }}\n\
+             output_tokens = {{ dist = \"lognormal\", mean = 100, cv = 0.8 }}\n"
+        )
+    };
+    let two = format!("[workload]\n{}{}", class("chat", 4.0, 800), class("rag", 1.0, 4000));
+    let three = format!("{two}{}", class("embed", 10.0, 300));
+    let horizon = "duration_s = 200\n";
+    let of = |w: &str, c: u16| -> Vec<RequestSpec> {
+        let text = format!("{horizon}[model]\nname = \"llama-3.1-8b\"\n{w}");
+        let loaded = load_scenario_str(&text, Path::new("test.toml"), &[]).unwrap_or_else(|e| panic!("{e}"));
+        let p = Arc::new(plan::build(&loaded.scenario).unwrap_or_else(|e| panic!("{e}")));
+        Source::new(&p, 9).filter(|r| r.class == c).collect()
+    };
+    for c in [0, 1] {
+        let (before, after) = (of(&two, c), of(&three, c));
+        assert!(before.len() > 150, "class {c}: {} requests", before.len());
+        assert_eq!(before, after, "class {c} changed when a third class was added");
+    }
+    assert!(!of(&three, 2).is_empty());
+}
+
 const SIM: &str = r#"
 seed = 4
 [model]

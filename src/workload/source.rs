@@ -6,11 +6,13 @@
 //! The next request is the earliest of all sources; at equal times a
 //! feedback-scheduled request (a user's or session's next turn) comes first,
 //! then the trace, then the open streams in class order. Each random
-//! quantity draws from its own PCG-64 stream: arrivals of the common process
-//! (stream 1), prompt lengths (2), output lengths (3), class choice (4),
-//! think times (5), turns per session (6), trace sampling (7), and each
-//! class's own process (16 + class index). Changing a length distribution
-//! therefore leaves the arrival times unchanged, and vice versa.
+//! quantity draws from its own PCG-64 stream, named in [`crate::rng`]:
+//! arrivals of the common process, class choice, trace sampling, each
+//! class's own process, and per class its prompt lengths, output lengths,
+//! turns and think times. Changing a length distribution therefore leaves
+//! the arrival times unchanged, and vice versa; adding a class with its own
+//! process leaves every other class's requests unchanged (with a shared
+//! process, the class draw itself depends on the weights).
 
 use super::plan::WorkloadPlan;
 use super::process::Process;
@@ -108,17 +110,35 @@ pub struct Source {
     in_flight: HashMap<u32, u32>,
     next_session: u32,
     share_total: f64,
-    rng_prompt: Pcg64Mcg,
-    rng_output: Pcg64Mcg,
+    /// Per-class streams, indexed by class.
+    per_class: Vec<ClassRngs>,
     rng_class: Pcg64Mcg,
-    rng_think: Pcg64Mcg,
-    rng_turns: Pcg64Mcg,
     rng_trace: Pcg64Mcg,
     emitted: u64,
 }
 
 fn rng(seed: u64, stream: Named) -> Pcg64Mcg {
     Pcg64Mcg::seed_from_u64(stream.seed(seed))
+}
+
+/// The random streams one class owns, so that adding a class leaves the
+/// lengths, turns and think times of the others unchanged.
+struct ClassRngs {
+    prompt: Pcg64Mcg,
+    output: Pcg64Mcg,
+    think: Pcg64Mcg,
+    turns: Pcg64Mcg,
+}
+
+impl ClassRngs {
+    fn new(seed: u64, class: u32) -> Self {
+        ClassRngs {
+            prompt: rng(seed, Named::Prompt(class)),
+            output: rng(seed, Named::Output(class)),
+            think: rng(seed, Named::Think(class)),
+            turns: rng(seed, Named::Turns(class)),
+        }
+    }
 }
 
 impl Source {
@@ -168,11 +188,8 @@ impl Source {
             in_flight: HashMap::new(),
             next_session: 0,
             share_total: plan.classes.iter().map(|c| c.weight).sum(),
-            rng_prompt: rng(seed, Named::Prompt),
-            rng_output: rng(seed, Named::Output),
+            per_class: (0..plan.classes.len().max(1) as u32).map(|i| ClassRngs::new(seed, i)).collect(),
             rng_class: rng(seed, Named::Class),
-            rng_think: rng(seed, Named::Think),
-            rng_turns: rng(seed, Named::Turns),
             rng_trace: rng(seed, Named::Trace),
             emitted: 0,
         };
@@ -288,9 +305,10 @@ impl Source {
     /// Prompt (with the class's shared prefix) and output of a fresh request.
     fn lengths(&mut self, class: u16) -> (u32, u32, u32) {
         let c = &self.plan.classes[class as usize];
+        let r = &mut self.per_class[class as usize];
         let (p, o) = match &c.joint {
-            Some(pairs) => pairs[self.rng_prompt.random_range(0..pairs.len())],
-            None => (c.prompt.sample(&mut self.rng_prompt), c.output.sample(&mut self.rng_output)),
+            Some(pairs) => pairs[r.prompt.random_range(0..pairs.len())],
+            None => (c.prompt.sample(&mut r.prompt), c.output.sample(&mut r.output)),
         };
         (p.saturating_add(c.prefix_tokens), o, c.prefix_tokens)
     }
@@ -310,22 +328,23 @@ impl Source {
                 conv.session = slot;
             }
             conv.turns_left = match &self.plan.sessions {
-                Some(s) => s.turns.sample(&mut self.rng_turns).max(1),
+                Some(s) => s.turns.sample(&mut self.per_class[conv.class as usize].turns).max(1),
                 None => 1,
             };
             self.lengths(conv.class)
         } else {
             let c = &self.plan.classes[conv.class as usize];
+            let r = &mut self.per_class[conv.class as usize];
             let new = match self.plan.sessions.as_ref().and_then(|s| s.new_tokens.as_ref()) {
-                Some(d) => d.sample(&mut self.rng_prompt),
+                Some(d) => d.sample(&mut r.prompt),
                 None => match &c.joint {
-                    Some(pairs) => pairs[self.rng_prompt.random_range(0..pairs.len())].0,
-                    None => c.prompt.sample(&mut self.rng_prompt),
+                    Some(pairs) => pairs[r.prompt.random_range(0..pairs.len())].0,
+                    None => c.prompt.sample(&mut r.prompt),
                 },
             };
             let output = match &c.joint {
-                Some(pairs) => pairs[self.rng_output.random_range(0..pairs.len())].1,
-                None => c.output.sample(&mut self.rng_output),
+                Some(pairs) => pairs[r.output.random_range(0..pairs.len())].1,
+                None => c.output.sample(&mut r.output),
             };
             (conv.context.saturating_add(new), output, conv.context)
         };
@@ -405,11 +424,13 @@ impl Source {
         let Some(slot) = self.in_flight.remove(&id) else { return };
         let conv = self.slots[slot as usize];
         if ok && conv.turns_left > 0 {
-            let think = self.plan.sessions.as_ref().map_or(0.0, |s| s.think.sample(&mut self.rng_think));
+            let rng_think = &mut self.per_class[conv.class as usize].think;
+            let think = self.plan.sessions.as_ref().map_or(0.0, |s| s.think.sample(rng_think));
             self.schedule(t + think, slot);
         } else if conv.user {
             self.slots[slot as usize].turns_left = 0;
-            let mut think = self.plan.closed_loop.as_ref().map_or(0.0, |(_, th)| th.sample(&mut self.rng_think));
+            let rng_think = &mut self.per_class[conv.class as usize].think;
+            let mut think = self.plan.closed_loop.as_ref().map_or(0.0, |(_, th)| th.sample(rng_think));
             if !ok {
                 // A refused user retries after its think time, at least 1 ms
                 // later (else a run where every request is refused would
