@@ -321,6 +321,51 @@ new_tokens = { dist = "uniform", min = 20, max = 100 }
     assert!(tight.kv_cache.peak_occupancy <= 1.0);
 }
 
+/// Prefix-cache eviction order, near cache capacity. vLLM frees a finished
+/// request's blocks tail first, so the least recently used blocks of a
+/// cached prompt are its last ones and eviction shortens a cached prefix
+/// instead of cutting its head (which leaves the rest unreachable, since only
+/// leading blocks match). Six system prompts of 6,000 tokens (375 blocks
+/// each, 2,250 in all) in a cache of 1,500 or 2,500 blocks. Measured on this
+/// workload: head-first eviction 43.0% and 82.8% hit rate, vLLM's tail-first
+/// order 57.7% and 90.7%.
+#[test]
+fn prefix_eviction_takes_a_prompts_last_blocks_first() {
+    let mut toml = String::from(
+        r#"seed = 5
+duration_s = 600
+warmup_s = 60
+[model]
+name = "llama-3.1-8b"
+[hardware]
+gpu = "h100-sxm"
+[engine]
+preset = "vllm-v1"
+max_model_len = 8192
+[workload]
+rate = 2.0
+prompt_tokens = { dist = "lognormal", mean = 300, cv = 0.5 }
+output_tokens = { dist = "lognormal", mean = 100, cv = 0.5 }
+"#,
+    );
+    for i in 0..6 {
+        toml += &format!(
+            "[[workload.classes]]\nname = \"c{i}\"\nweight = 1\nprefix_group = \"g{i}\"\nprefix_tokens = 6000\n"
+        );
+    }
+    for (blocks, head_first, tail_first) in [(1500, 0.430, 0.577), (2500, 0.828, 0.907)] {
+        let set = format!("engine.num_gpu_blocks={blocks}");
+        let r = run(&toml, &[&set]);
+        let kv = &r.summary.kv_cache;
+        let hit = kv.prefix_hit_rate.unwrap();
+        assert!(kv.prefix_evictions > 0, "{blocks} blocks: the cache must be under pressure");
+        assert!(
+            hit > (head_first + tail_first) / 2.0,
+            "{blocks} blocks: hit rate {hit:.3}; head-first eviction gives {head_first}, tail-first {tail_first}"
+        );
+    }
+}
+
 #[test]
 fn a_kv_watermark_trades_admissions_for_fewer_preemptions() {
     let tight = r#"seed = 6
