@@ -83,21 +83,27 @@ pub struct Setup {
     pub llm: LlmSpec,
     /// Where the LLM came from.
     pub llm_origin: String,
-    /// The GPU profile.
-    pub gpu: GpuSpec,
-    /// Where the GPU profile came from.
-    pub gpu_origin: String,
-    /// Memory plan of one replica (of the first pool).
-    pub memory: MemoryPlan,
-    /// Engine limits of one replica (of the first pool).
-    pub engine: EngineParams,
-    /// USD per GPU-hour in effect (in the first pool).
-    pub price_per_gpu_hour: f64,
     /// The resolved workload (classes, processes, trace data).
     pub workload: std::sync::Arc<workload::WorkloadPlan>,
-    /// The replica pools (one, `default`, without `[[pools]]`); `gpu`,
-    /// `memory`, `engine` and `price_per_gpu_hour` above are the first pool's.
+    /// The replica pools (one, `default`, without `[[pools]]`), entry pools
+    /// first. Every per-replica quantity (GPU, memory plan, engine limits,
+    /// price) lives in its pool; cluster-wide limits are derived over all
+    /// pools (`scenario.engine.max_model_len` is the smallest pool's).
     pub pools: Vec<Pool>,
+}
+
+impl Setup {
+    /// The value every pool shares, or None when pools differ.
+    pub fn common<T: PartialEq>(&self, f: impl Fn(&Pool) -> T) -> Option<T> {
+        let mut it = self.pools.iter().map(f);
+        let first = it.next()?;
+        it.all(|x| x == first).then_some(first)
+    }
+
+    /// The longest request every pool accepts (prompt + output), tokens.
+    pub fn max_model_len(&self) -> u32 {
+        self.pools.iter().map(|p| p.memory.max_model_len).min().unwrap_or(0)
+    }
 }
 
 fn unknown(kind: &str, name: &str, known: Vec<&String>, key: &str) -> ConfigError {
@@ -185,28 +191,21 @@ pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
             pools.push(resolve_pool(&llm, catalog, &ps, &p.name, p.role, &prefix)?);
         }
     }
-    // Entry pools (mixed, prefill) first, decode pools last: the event loop routes by index range.
-    pools.sort_by_key(|p| p.role == config::PoolRole::Decode);
+    // Entry pools (mixed, prefill) first, decode pools last: the event loop
+    // routes by index range. Within a role, pools go by name, so the order
+    // they are listed in never changes a result (routers that break ties by
+    // replica index, and round robin, see the same replicas either way).
+    pools.sort_by(|a, b| {
+        (a.role == config::PoolRole::Decode, &a.name).cmp(&(b.role == config::PoolRole::Decode, &b.name))
+    });
     let workload = workload::plan::build(s)?;
     let max_model_len = pools.iter().map(|p| p.memory.max_model_len).min().unwrap_or(0);
     if !workload.clip {
         check_fits(s, &workload, max_model_len, &llm.name)?;
     }
-    let first = pools[0].clone();
     let mut scenario = s.clone();
     scenario.engine.max_model_len = Some(max_model_len);
-    Ok(Setup {
-        scenario,
-        llm,
-        llm_origin,
-        gpu: first.gpu,
-        gpu_origin: first.gpu_origin,
-        memory: first.memory,
-        engine: first.engine,
-        price_per_gpu_hour: first.price_per_gpu_hour,
-        workload: std::sync::Arc::new(workload),
-        pools,
-    })
+    Ok(Setup { scenario, llm, llm_origin, workload: std::sync::Arc::new(workload), pools })
 }
 
 /// A pool's engine and cost settings: the scenario's `[engine]` and

@@ -526,7 +526,8 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
                 }
             }
             let (n, sum) = found.expect("found above");
-            let price = base.price_per_gpu_hour;
+            // Plan refuses [[pools]]: the one pool's price.
+            let price = base.pools[0].price_per_gpu_hour;
             c.replicas = Some(n);
             let gpus = n * base.scenario.hardware.gpus_per_replica();
             c.gpus = Some(gpus);

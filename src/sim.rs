@@ -325,7 +325,7 @@ pub fn simulate_with<C: StepCostModel>(
     let mut done: Vec<u32> = Vec::new();
     // Clipping makes a request fit every pool, whichever serves it: the
     // cluster-wide limit is the smallest pool's (the order of pools never matters).
-    let max_len = setup.pools.iter().map(|p| p.memory.max_model_len).min().unwrap_or(setup.memory.max_model_len);
+    let max_len = setup.max_model_len();
     let clip_long = setup.workload.clip;
     let keyer = Keyer::new(setup, seed);
     let mut limits = Limits::new(setup);
@@ -378,7 +378,8 @@ pub fn simulate_with<C: StepCostModel>(
                 let rec = &mut records[id as usize];
                 rec.replica = r as u32;
                 let work = rec.prompt as u64 + rec.output as u64;
-                let queued = replicas[r].enqueue(now, id, keyer.key(id, rec), work);
+                let key = keyer.key(replicas[r].stats.pool, id, rec);
+                let queued = replicas[r].enqueue(now, id, key, work);
                 debug_assert!(queued, "a replica with room accepts");
                 router.observe(r, &replicas[r]);
                 if !replicas[r].is_busy() && !wake_pending[r] {
@@ -397,10 +398,9 @@ pub fn simulate_with<C: StepCostModel>(
                 held.push_back(id);
                 dispatch!();
             } else {
-                let key = keyer.key(id, &records[id as usize]);
                 if !admit(
                     id,
-                    key,
+                    &keyer,
                     now,
                     &mut records,
                     &mut replicas,
@@ -533,7 +533,8 @@ pub fn simulate_with<C: StepCostModel>(
                 let r = n_entry + dec_router.pick(rec.session);
                 rec.replica = r as u32;
                 let work = (rec.output - rec.generated) as u64;
-                if !replicas[r].enqueue_ready(now, id, keyer.key(id, rec), work) {
+                let key = keyer.key(replicas[r].stats.pool, id, rec);
+                if !replicas[r].enqueue_ready(now, id, key, work) {
                     refuse!(id, RejectReason::QueueFull);
                     continue;
                 }
@@ -657,7 +658,7 @@ pub fn simulate_with<C: StepCostModel>(
 #[allow(clippy::too_many_arguments)]
 fn admit<C: StepCostModel>(
     id: u32,
-    key: f64,
+    keyer: &Keyer,
     now: f64,
     records: &mut [RequestRecord],
     replicas: &mut [Replica<C>],
@@ -675,6 +676,7 @@ fn admit<C: StepCostModel>(
     };
     rec.admitted = now;
     rec.replica = r as u32;
+    let key = keyer.key(replicas[r].stats.pool, id, rec);
     if !replicas[r].enqueue(now, id, key, rec.prompt as u64 + rec.output as u64) {
         return false;
     }
@@ -686,11 +688,11 @@ fn admit<C: StepCostModel>(
     true
 }
 
-/// The waiting-queue sort key of each request (lower is served first).
+/// The waiting-queue sort key of each request (lower is served first),
+/// by the queue order of the pool it waits in.
 struct Keyer {
-    order: QueueOrder,
-    aging: Option<f64>,
-    sigma: f64,
+    /// Per pool: queue order, priority aging, prediction error.
+    pools: Vec<(QueueOrder, Option<f64>, f64)>,
     seed: u64,
     priority: Vec<f64>,
     ttft: Vec<f64>,
@@ -698,12 +700,16 @@ struct Keyer {
 
 impl Keyer {
     fn new(setup: &Setup, seed: u64) -> Self {
-        let e = &setup.scenario.engine;
         let classes = &setup.workload.classes;
         Keyer {
-            order: e.queue_order,
-            aging: e.priority_aging_s,
-            sigma: e.prediction_error,
+            pools: setup
+                .pools
+                .iter()
+                .map(|p| {
+                    let e = &p.engine_config;
+                    (e.queue_order, e.priority_aging_s, e.prediction_error)
+                })
+                .collect(),
             seed: Stream::QueueKey.seed(seed),
             priority: classes.iter().map(|c| c.priority as f64).collect(),
             ttft: classes.iter().map(|c| c.slo.as_ref().and_then(|x| x.ttft_ms).map_or(1e12, |t| t * 1e-3)).collect(),
@@ -711,25 +717,26 @@ impl Keyer {
     }
 
     #[inline]
-    fn key(&self, id: u32, r: &RequestRecord) -> f64 {
+    fn key(&self, pool: u32, id: u32, r: &RequestRecord) -> f64 {
         let c = r.class as usize;
-        match self.order {
+        let (order, aging, sigma) = self.pools[pool as usize];
+        match order {
             QueueOrder::Fcfs => 0.0,
             // Effective priority p + waited/aging orders like p − arrival/aging
             // at any instant, so the key does not change while waiting.
-            QueueOrder::Priority => match self.aging {
+            QueueOrder::Priority => match aging {
                 Some(a) => r.arrival / a - self.priority[c],
                 None => r.arrival - self.priority[c] * 1e12,
             },
             QueueOrder::ShortestPrompt => r.prompt as f64,
             QueueOrder::ShortestJob => {
-                if self.sigma == 0.0 {
+                if sigma == 0.0 {
                     r.output as f64
                 } else {
                     // A lognormal prediction error, deterministic per request.
                     let u = ((stream_seed(self.seed, id as u64) >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
                     let z = statrs::function::erf::erfc_inv(2.0 * u) * -std::f64::consts::SQRT_2;
-                    r.output as f64 * (self.sigma * z - self.sigma * self.sigma / 2.0).exp()
+                    r.output as f64 * (sigma * z - sigma * sigma / 2.0).exp()
                 }
             }
             QueueOrder::Edf => r.arrival + self.ttft[c],

@@ -60,7 +60,7 @@ fn run_writes_results_and_refuses_to_overwrite() {
     assert_eq!(manifest["overrides"][0], "num_requests=400");
     assert_eq!(manifest["resolved_scenario"]["engine"]["block_size"], 16);
     assert_eq!(manifest["scenario_sha256"].as_str().unwrap().len(), 64);
-    assert!(manifest["memory_plan"]["num_blocks"].as_u64().unwrap() > 1000);
+    assert!(manifest["pools"][0]["memory_plan"]["num_blocks"].as_u64().unwrap() > 1000);
     // Charts: SVG documents and PNG images.
     for stem in ["cdf", "timeseries", "timeline"] {
         let svg = std::fs::read_to_string(out.join(format!("{stem}.svg"))).unwrap();

@@ -34,7 +34,7 @@ fn check_text(text: &str, sets: &[&str]) -> servesim::Report {
     let s = setup(text, sets);
     let out = simulate_checked(&s, s.scenario.seed);
     let summary = servesim::metrics::summarize(&s, s.scenario.seed, &out);
-    let cap = s.memory.kv_capacity_tokens;
+    let cap = s.pools[0].memory.kv_capacity_tokens;
     for (id, r) in out.records.iter().enumerate() {
         match r.status {
             Status::Completed => {
@@ -45,7 +45,8 @@ fn check_text(text: &str, sets: &[&str]) -> servesim::Report {
             }
             Status::Rejected(why) => {
                 assert!(r.first_scheduled.is_nan() && r.first_token.is_nan(), "rejected request {id} was scheduled");
-                let fits = (r.prompt + r.output - 1) as u64 <= cap && r.prompt + r.output <= s.memory.max_model_len;
+                let fits =
+                    (r.prompt + r.output - 1) as u64 <= cap && r.prompt + r.output <= s.pools[0].memory.max_model_len;
                 assert!(!fits || why == RejectReason::ExceedsTokenBudget, "request {id} rejected ({why:?}) but fits");
             }
             Status::InFlight => panic!("request {id} never finished"),

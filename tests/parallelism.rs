@@ -37,7 +37,7 @@ fn gpu_count_and_cost_cover_every_stage() {
     let per_gpu_hour = |r: &Report| r.summary.cost.gpu_hours / r.summary.duration * 3600.0;
     assert!((per_gpu_hour(&piped) - 4.0).abs() < 1e-9);
     assert!(piped.summary.cost.total_usd > 1.9 * flat.summary.cost.total_usd);
-    assert_eq!(piped.setup.memory.gpus_per_replica, 2);
+    assert_eq!(piped.setup.pools[0].memory.gpus_per_replica, 2);
 }
 
 #[test]
@@ -52,14 +52,14 @@ fn a_pipeline_does_not_speed_up_one_sequence_but_tensor_parallelism_does() {
     assert!(tpot(&tp2) < 0.8 * tpot(&flat), "tp2 TPOT {} vs flat {}", tpot(&tp2), tpot(&flat));
     // (tp2: half the weight reads per GPU, plus 64 all-reduces and the fixed overhead.)
     // But each pipeline GPU holds half the layers: far more KV tokens per replica.
-    assert!(pp2.setup.memory.kv_capacity_tokens > 2 * flat.setup.memory.kv_capacity_tokens);
+    assert!(pp2.setup.pools[0].memory.kv_capacity_tokens > 2 * flat.setup.pools[0].memory.kv_capacity_tokens);
 }
 
 #[test]
 fn expert_parallel_mixtral_runs_and_pays_for_all_to_all() {
     let tp = run(LIGHT, &["model.name=\"mixtral-8x7b\"", "hardware.tp=2"]);
     let ep = run(LIGHT, &["model.name=\"mixtral-8x7b\"", "hardware.tp=2", "hardware.expert_parallel=true"]);
-    assert_eq!(ep.setup.memory.experts_per_gpu, 4);
+    assert_eq!(ep.setup.pools[0].memory.experts_per_gpu, 4);
     assert!(tpot(&ep) > tpot(&tp), "EP TPOT {} vs TP {}", tpot(&ep), tpot(&tp));
     assert_eq!(ep.output.records.len(), tp.output.records.len());
 }

@@ -199,10 +199,10 @@ fn presets_and_the_batching_tradeoffs() {
     let orca = run(MIXED, &["engine.preset=\"orca\"", "engine.max_num_batched_tokens=16384"]);
     let stat = run(MIXED, &["engine.preset=\"static\"", "engine.max_num_seqs=32"]);
     // Presets set their knobs; explicit keys win.
-    assert!(v1.setup.engine.chunked_prefill && v1.setup.engine.max_num_batched_tokens == 8192);
-    assert_eq!(sarathi.setup.engine.max_num_batched_tokens, 512);
-    assert!(!v0.setup.engine.chunked_prefill && v0.setup.engine.max_num_batched_tokens == 16384);
-    assert!(orca.setup.engine.mixed_prefill && stat.setup.engine.static_batching);
+    assert!(v1.setup.pools[0].engine.chunked_prefill && v1.setup.pools[0].engine.max_num_batched_tokens == 8192);
+    assert_eq!(sarathi.setup.pools[0].engine.max_num_batched_tokens, 512);
+    assert!(!v0.setup.pools[0].engine.chunked_prefill && v0.setup.pools[0].engine.max_num_batched_tokens == 16384);
+    assert!(orca.setup.pools[0].engine.mixed_prefill && stat.setup.pools[0].engine.static_batching);
     // Sarathi-Serve's result: chunked prefill with a small budget removes the
     // decode stalls that prefill-only steps cause (p99 TPOT), on the same
     // arrivals, at the price of a slower first token; a chunk as large as
@@ -382,7 +382,7 @@ output_tokens = { dist = "lognormal", mean = 300, cv = 0.8 }
     let s = common::setup(tight, &[]);
     let none = servesim::sim::simulate_checked(&s, s.scenario.seed);
     let s = common::setup(tight, &["engine.kv_watermark=0.1"]);
-    assert_eq!(s.engine.watermark_blocks, 120);
+    assert_eq!(s.pools[0].engine.watermark_blocks, 120);
     let with = servesim::sim::simulate_checked(&s, s.scenario.seed);
     let pre = |o: &servesim::sim::SimOutput| o.replicas.iter().map(|r| r.preemptions).sum::<u64>();
     assert!(pre(&none) > 0, "the tight cache preempts");

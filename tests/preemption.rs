@@ -65,12 +65,12 @@ fn swap_respects_host_capacity_and_falls_back_to_recompute() {
     let block_bytes = 131072.0 * 16.0;
     let ample = "preemption = \"swap\"\nswap_space_gb = 8";
     let s = setup(&scenario(900, ample), &[]);
-    assert_eq!(s.engine.swap_blocks, (8.0 * 1024.0 * 1024.0 * 1024.0 / block_bytes) as u64);
+    assert_eq!(s.pools[0].engine.swap_blocks, (8.0 * 1024.0 * 1024.0 * 1024.0 / block_bytes) as u64);
     let out = simulate_checked(&s, 11);
     all_complete(&out);
     let (pre, recomputed, swapped, copied, peak) = totals(&out);
     assert!(swapped > 20, "{swapped} swaps");
-    assert!(peak > 0 && peak <= s.engine.swap_blocks);
+    assert!(peak > 0 && peak <= s.pools[0].engine.swap_blocks);
     // Only sequences preempted while still prefilling recompute.
     assert!(swapped <= pre);
     let recompute_only = totals(&simulate_checked(&setup(&scenario(900, ""), &[]), 11)).1;
@@ -82,7 +82,7 @@ fn swap_respects_host_capacity_and_falls_back_to_recompute() {
 
     // A host space of 40 blocks holds two or three swapped sequences: the rest recompute.
     let tiny = setup(&scenario(900, "preemption = \"swap\"\nswap_space_gb = 0.078125"), &[]);
-    assert_eq!(tiny.engine.swap_blocks, 40);
+    assert_eq!(tiny.pools[0].engine.swap_blocks, 40);
     let out = simulate_checked(&tiny, 11);
     all_complete(&out);
     let (pre, recomputed, swapped, _, peak) = totals(&out);

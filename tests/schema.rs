@@ -218,9 +218,12 @@ fn pools_speculation_and_swap_summaries_match_schema() {
     let dis = summary_json(
         include_str!("../scenarios/what-if-disaggregation.toml"),
         "what-if-disaggregation.toml",
-        &["duration_s=60"],
+        &["duration_s=60", "pools[0].tp=2"],
     );
     assert_valid(&dis, "disaggregation");
+    // Pools of different tp: no single tp or per-replica KV size describes them.
+    assert!(dis["tp"].is_null() && dis["kv_cache"]["blocks_per_replica"].is_null());
+    assert!(dis["kv_cache"]["total_blocks"].as_u64().is_some_and(|b| b > 0));
     assert_eq!(dis["pools"].as_array().map(Vec::len), Some(2));
     assert!(dis["disaggregation"]["mean_transfer_ms"].as_f64().is_some());
     let spec = summary_json(

@@ -3,6 +3,10 @@
 
 use super::{CostModelKind, Scenario};
 
+/// `[engine]` keys that describe the front end (before the router): one
+/// value for the whole cluster, refused in a pool's engine table.
+const FRONTEND_KEYS: &[&str] = &["preprocess_ms", "preprocess_us_per_token", "frontend_workers", "max_wait_s"];
+
 pub(super) type Check = Result<(), (String, String, String)>;
 
 pub(super) fn fail(key: &str, msg: impl Into<String>, hint: impl Into<String>) -> Check {
@@ -341,6 +345,17 @@ impl Scenario {
             }
             if let Some(x) = p.price_per_gpu_hour {
                 non_negative(&k("price_per_gpu_hour"), x)?;
+            }
+            // The front end (tokenizer workers, client timeouts) sits before
+            // the router, so it is one for the whole cluster.
+            for key in FRONTEND_KEYS {
+                if p.engine.contains_key(*key) {
+                    return fail(
+                        &k(&format!("engine.{key}")),
+                        "is a front-end setting, shared by every pool (requests meet it before routing)",
+                        format!("set engine.{key} in [engine] instead"),
+                    );
+                }
             }
         }
         // A pool with 0 replicas is left out (so a baseline or sweep can drop it).

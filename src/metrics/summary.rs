@@ -107,17 +107,21 @@ pub struct Utilisation {
 /// KV-cache use.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct KvSummary {
-    /// Blocks per replica.
-    pub blocks_per_replica: u64,
-    /// Tokens per block.
-    pub block_size: u32,
-    /// Token capacity per replica.
-    pub capacity_tokens_per_replica: u64,
+    /// Blocks per replica (null when pools differ: see `pools[].kv_blocks_per_replica`).
+    pub blocks_per_replica: Option<u64>,
+    /// Tokens per block (null when pools differ).
+    pub block_size: Option<u32>,
+    /// Token capacity per replica (null when pools differ).
+    pub capacity_tokens_per_replica: Option<u64>,
+    /// KV blocks of all replicas of all pools.
+    pub total_blocks: u64,
+    /// Token capacity of all replicas of all pools.
+    pub capacity_tokens: u64,
     /// Time-averaged fraction of blocks in use (idle time counts as 0; with several pools, weighted by their GPUs).
     pub mean_occupancy: f64,
     /// Largest fraction of blocks ever in use on any replica.
     pub peak_occupancy: f64,
-    /// Automatic prefix caching on.
+    /// Automatic prefix caching on (in at least one pool).
     pub prefix_caching: bool,
     /// Prompt tokens found in the prefix cache ÷ prompt tokens of first admissions (null when off).
     pub prefix_hit_rate: Option<f64>,
@@ -384,8 +388,8 @@ pub struct Summary {
     pub dtype: String,
     /// GPU display name.
     pub gpu: String,
-    /// Tensor-parallel degree.
-    pub tp: u32,
+    /// Tensor-parallel degree (null when pools differ: see `pools[].tp`).
+    pub tp: Option<u32>,
     /// Engine replicas.
     pub replicas: u32,
     /// Requests generated (whole run, warm-up included).
@@ -710,14 +714,17 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
         peak_host_kv_blocks: stats.iter().map(|r| r.peak_host_blocks).max().unwrap_or(0),
         requests_per_replica: stats.iter().map(|r| r.routed).collect(),
     };
+    let prefix_caching = setup.pools.iter().any(|p| p.engine.prefix_caching);
     let kv_cache = KvSummary {
-        blocks_per_replica: setup.memory.num_blocks,
-        block_size: setup.memory.block_size,
-        capacity_tokens_per_replica: setup.memory.kv_capacity_tokens,
+        blocks_per_replica: setup.common(|p| p.memory.num_blocks),
+        block_size: setup.common(|p| p.memory.block_size),
+        capacity_tokens_per_replica: setup.common(|p| p.memory.kv_capacity_tokens),
+        total_blocks: setup.pools.iter().map(|p| p.replicas as u64 * p.memory.num_blocks).sum(),
+        capacity_tokens: setup.pools.iter().map(|p| p.replicas as u64 * p.memory.kv_capacity_tokens).sum(),
         mean_occupancy: by_gpus(&|p| p.kv_mean_occupancy),
         peak_occupancy: stats.iter().map(|r| r.peak_kv_blocks as f64 / r.num_blocks as f64).fold(0.0, f64::max),
-        prefix_caching: s.engine.prefix_caching,
-        prefix_hit_rate: s.engine.prefix_caching.then(|| {
+        prefix_caching,
+        prefix_hit_rate: prefix_caching.then(|| {
             stats.iter().map(|r| r.prefix_hit_tokens).sum::<u64>() as f64
                 / stats.iter().map(|r| r.prefix_query_tokens).sum::<u64>().max(1) as f64
         }),
@@ -765,10 +772,13 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
         }
     });
     let gpu_hours = num_gpus as f64 * duration / 3600.0;
-    let total_usd =
-        if setup.pools.len() == 1 { gpu_hours * setup.price_per_gpu_hour } else { pools.iter().map(|p| p.usd).sum() };
+    let one = (setup.pools.len() == 1).then(|| setup.pools[0].price_per_gpu_hour);
+    let total_usd = match one {
+        Some(price) => gpu_hours * price,
+        None => pools.iter().map(|p| p.usd).sum(),
+    };
     let cost = CostSummary {
-        price_per_gpu_hour: if setup.pools.len() == 1 { setup.price_per_gpu_hour } else { total_usd / gpu_hours },
+        price_per_gpu_hour: one.unwrap_or(total_usd / gpu_hours),
         num_gpus,
         gpu_hours,
         total_usd,
@@ -809,7 +819,7 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
         model: setup.llm.name.clone(),
         dtype: s.model.dtype.as_str().to_string(),
         gpu: setup.pools.iter().map(|p| p.gpu.name.as_str()).collect::<Vec<_>>().join(" + "),
-        tp: s.hardware.tp,
+        tp: setup.common(|p| p.tp),
         replicas: out.replicas.len() as u32,
         num_requests: out.records.len() as u64,
         warmup_s: warmup,

@@ -242,14 +242,13 @@ fn run_page(dir: &Path) -> Result<String> {
         o,
         "<h2>Utilisation, memory and cost</h2><table><tr><th class=\"l\">quantity</th><th>value</th></tr>\
          <tr><td class=\"l\">MFU / MBU</td><td>{}% / {}%</td></tr><tr><td class=\"l\">preemptions</td><td>{}</td></tr>\
-         <tr><td class=\"l\">KV blocks per replica × block size</td><td>{} × {}</td></tr><tr><td class=\"l\">peak KV occupancy</td><td>{}%</td></tr>\
+         <tr><td class=\"l\">KV capacity, all replicas (tokens)</td><td>{}</td></tr><tr><td class=\"l\">peak KV occupancy</td><td>{}%</td></tr>\
          <tr><td class=\"l\">GPU-hours × $/GPU-hour</td><td>{} × ${}</td></tr><tr><td class=\"l\">$ per SLO-meeting request</td><td>{}</td></tr>\
          <tr><td class=\"l\">Little's law L vs λW</td><td>{} vs {}</td></tr></table>",
         f(&u["mfu"].as_f64().map(|x| x * 100.0).into(), 1),
         f(&u["mbu"].as_f64().map(|x| x * 100.0).into(), 1),
         u["preemptions"],
-        s["kv_cache"]["blocks_per_replica"],
-        s["kv_cache"]["block_size"],
+        s["kv_cache"]["capacity_tokens"],
         f(&s["kv_cache"]["peak_occupancy"].as_f64().map(|x| x * 100.0).into(), 1),
         f(&s["cost"]["gpu_hours"], 4),
         f(&s["cost"]["price_per_gpu_hour"], 2),

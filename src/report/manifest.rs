@@ -27,16 +27,31 @@ pub struct Manifest {
     pub model: LlmSpec,
     /// Source of the model profile.
     pub model_origin: String,
+    /// The replica pools as resolved (one, `default`, without `[[pools]]`).
+    pub pools: Vec<ManifestPool>,
+    /// Files written next to this one.
+    pub files: Vec<String>,
+}
+
+/// One pool of the run, as resolved.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ManifestPool {
+    /// Pool name (`default` without `[[pools]]`).
+    pub name: String,
+    /// `mixed`, `prefill` or `decode`.
+    pub role: String,
     /// The GPU profile used.
     pub gpu: GpuSpec,
     /// Source of the GPU profile.
     pub gpu_origin: String,
+    /// GPUs per replica (tensor parallelism).
+    pub tp: u32,
+    /// Replicas in the pool.
+    pub replicas: u32,
     /// USD per GPU-hour in effect.
     pub price_per_gpu_hour: f64,
     /// Memory plan of one replica.
     pub memory_plan: MemoryPlan,
-    /// Files written next to this one.
-    pub files: Vec<String>,
 }
 
 /// Builds the manifest of a run.
@@ -58,10 +73,20 @@ pub fn manifest(
         resolved_scenario: setup.scenario.clone(),
         model: setup.llm.clone(),
         model_origin: setup.llm_origin.clone(),
-        gpu: setup.gpu.clone(),
-        gpu_origin: setup.gpu_origin.clone(),
-        price_per_gpu_hour: setup.price_per_gpu_hour,
-        memory_plan: setup.memory.clone(),
+        pools: setup
+            .pools
+            .iter()
+            .map(|p| ManifestPool {
+                name: p.name.clone(),
+                role: p.role.as_str().to_string(),
+                gpu: p.gpu.clone(),
+                gpu_origin: p.gpu_origin.clone(),
+                tp: p.tp,
+                replicas: p.replicas,
+                price_per_gpu_hour: p.price_per_gpu_hour,
+                memory_plan: p.memory.clone(),
+            })
+            .collect(),
         files: super::RUN_FILES.iter().map(|s| s.to_string()).collect(),
     }
 }

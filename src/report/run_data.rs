@@ -40,7 +40,9 @@ pub struct RunView<'a> {
 /// The legend label of a run.
 pub fn run_label(rep: &crate::Report) -> String {
     let s = &rep.setup.scenario;
-    format!("{} {} on {} × {}", rep.setup.llm.name, s.model.dtype.as_str(), s.hardware.num_gpus(), rep.setup.gpu.name)
+    let gpus: Vec<String> =
+        rep.setup.pools.iter().map(|p| format!("{} × {}", p.replicas * p.layout.gpus(), p.gpu.name)).collect();
+    format!("{} {} on {}", rep.setup.llm.name, s.model.dtype.as_str(), gpus.join(" + "))
 }
 
 impl RunData {

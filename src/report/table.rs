@@ -41,7 +41,7 @@ pub fn format_summary(s: &Summary) -> String {
             s.pools.iter().map(|p| format!("{} × {} ({}, tp {})", p.num_gpus, p.gpu, p.name, p.tp)).collect();
         pools.join(" + ")
     } else {
-        format!("{} × {} (tp {})", s.cost.num_gpus, s.gpu, s.tp)
+        format!("{} × {} (tp {})", s.cost.num_gpus, s.gpu, s.pools[0].tp)
     };
     row(&mut o, "Model / GPU", format!("{} {} on {gpus}", s.model, s.dtype));
     match s.stability.verdict.as_str() {
@@ -305,7 +305,7 @@ pub fn format_check(setup: &Setup) -> String {
         o,
         "model: {} ({:.2} B parameters, {}) from {}",
         setup.llm.name,
-        setup.memory.params / 1e9,
+        setup.pools[0].memory.params / 1e9,
         s.model.dtype.as_str(),
         setup.llm_origin
     );
