@@ -42,20 +42,47 @@ fn kv_transfer_time_is_bytes_over_bandwidth_plus_latency() {
     for (gbps, lat_ms) in [(50.0, 1.0), (12.5, 0.0), (400.0, 5.0)] {
         let link = format!("[disaggregation]\nkv_transfer_gbps = {gbps}\nkv_transfer_latency_ms = {lat_ms}");
         let rep = run(&split(1000, 3, 1, 1.0, &link), &[]);
-        // Llama-3.1-8B: 2 (K, V) × 32 layers × 8 KV heads × 128 × 2 bytes per token.
-        let bytes = 1000.0 * 2.0 * 32.0 * 8.0 * 128.0 * 2.0;
+        // Llama-3.1-8B: 2 (K, V) × 32 layers × 8 KV heads × 128 × 2 bytes per
+        // token, for the 999 prompt tokens whose KV the decode side receives.
+        let bytes = 999.0 * 2.0 * 32.0 * 8.0 * 128.0 * 2.0;
         let transfer = bytes / (gbps * 1e9) + lat_ms * 1e-3;
         let r = &rep.output.records[0];
         assert_eq!(r.status, Status::Completed);
-        // Prefill step (first token at 10 ms), transfer, then two 10 ms decode steps.
-        assert!((r.first_token - r.arrival - 0.010).abs() < 1e-12);
-        let want = 0.010 + transfer + 0.020;
+        // Prefill step (10 ms, its token not sent on), transfer, then three
+        // 10 ms decode steps: the first (last prompt token recomputed) shows
+        // the client its first token, as vLLM's disaggregated prefill does.
+        // TTFT includes the transfer; the first ITL does not.
+        let ttft = 0.010 + transfer + 0.010;
+        assert!((r.ttft() - ttft).abs() < 1e-12, "TTFT {} vs {ttft}", r.ttft());
+        let want = ttft + 0.020;
         assert!((r.e2e() - want).abs() < 1e-12, "e2e {} vs {want}", r.e2e());
+        let itl = &rep.summary.metrics.itl.dist;
+        assert!((itl.max - 10.0).abs() < 0.1 && itl.count == 2, "two ITLs of one decode step each: {itl:?}");
         let d = rep.summary.disaggregation.as_ref().expect("disaggregation summary");
         assert!((d.mean_transfer_ms - transfer * 1e3).abs() < 1e-9);
         assert_eq!(d.mean_transfer_bytes, bytes);
         assert_eq!(d.transfers, 1);
     }
+}
+
+/// The wait for a decode slot is part of TTFT: with one decode slot, the
+/// second of two requests shows its first token only after the first
+/// request has finished decoding (before the fix, its TTFT ended at the
+/// prefill pool and the wait fell into its first ITL).
+#[test]
+fn the_decode_queue_counts_in_ttft() {
+    let toml = split(100, 50, 2, 1000.0, "")
+        .replace("role = \"decode\"\n", "role = \"decode\"\nengine = { max_num_seqs = 1 }\n");
+    let rep = run(&toml, &[]);
+    let (a, b) = (&rep.output.records[0], &rep.output.records[1]);
+    assert!(a.status == Status::Completed && b.status == Status::Completed);
+    assert!(
+        b.first_token >= a.last_token,
+        "second TTFT ends at {} before the first finishes at {}",
+        b.first_token,
+        a.last_token
+    );
+    assert!(b.ttft() > 0.5, "TTFT {} includes 50 decode steps of the first request", b.ttft());
 }
 
 #[test]

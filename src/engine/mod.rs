@@ -1337,13 +1337,21 @@ impl<C: StepCostModel> Replica<C> {
         self.pending_tokens -= self.step_batch.prefill_tokens + self.step_batch.decode_seqs as u64;
         if self.step_decodes {
             // Sequences that joined the decode group at the previous step's
-            // end measure their gap from their own last token.
+            // end measure their gap from their own last token; one handed
+            // over from a prefill pool shows its first token now.
             self.itl_counts.clone_from(&self.n_dec_class);
             for &j in &self.joiners {
                 let s = &self.slots[j as usize];
+                let r = &mut sinks.records[s.req as usize];
+                let first = r.first_token.is_nan();
+                if first {
+                    r.first_token = t_end;
+                }
                 if s.measured {
                     self.itl_counts[s.class as usize] -= 1;
-                    sinks.itl[s.class as usize].add(t_end - s.last_token, 1);
+                    if !first {
+                        sinks.itl[s.class as usize].add(t_end - s.last_token, 1);
+                    }
                 }
             }
             let gap = t_end - self.last_decode_end;
@@ -1403,8 +1411,14 @@ impl<C: StepCostModel> Replica<C> {
                 self.slots[i as usize].shared = s.shared;
             }
             let r = &mut sinks.records[s.req as usize];
+            // A request that leaves a prefill pool for a decode pool has
+            // not shown the client a token yet: the decode side emits its
+            // first token (docs/scenario.md, "Disaggregated TTFT").
+            let leaves = self.p.handoff && s.generated < s.output;
             if r.first_token.is_nan() {
-                r.first_token = t_end;
+                if !leaves {
+                    r.first_token = t_end;
+                }
             } else if s.measured && s.output > 0 {
                 // Token after a recompute: its gap includes the time spent preempted.
                 sinks.itl[s.class as usize].add(t_end - s.last_token, 1);
@@ -1424,7 +1438,11 @@ impl<C: StepCostModel> Replica<C> {
                 self.held.insert(s.req, (s.blocks, s.shared, s.computed));
                 self.stats.handoffs += 1;
                 let r = &mut sinks.records[s.req as usize];
-                r.generated = s.generated;
+                // As vLLM's disaggregated prefill does, the prefill instance's
+                // token is not sent on: the decode instance receives the KV of
+                // all but the prompt's last token and computes that token and
+                // the first output token again, in its first step.
+                r.generated = s.generated - 1;
                 r.last_token = t_end;
                 sinks.handoffs.push(s.req);
                 continue;

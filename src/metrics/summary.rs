@@ -183,7 +183,7 @@ pub struct DisaggSummary {
     pub mean_transfer_ms: f64,
     /// Longest transfer of a measured request, ms.
     pub max_transfer_ms: f64,
-    /// Mean KV bytes moved per measured transfer.
+    /// Mean KV bytes moved per measured transfer (all prompt tokens but the last).
     pub mean_transfer_bytes: f64,
 }
 
@@ -753,12 +753,13 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
         let link = s.disaggregation.clone().unwrap_or_default();
         let l = &setup.llm;
         let per_token = 2.0 * l.num_layers as f64 * l.num_kv_heads as f64 * l.head_dim as f64 * s.kv_dtype().bytes();
-        // Requests that reached a decode pool: their first token came from a prefill pool and more followed.
+        // Requests that reached a decode pool: the KV of all but their prompt's
+        // last token crossed the link (the decode side recomputes that one).
         let moved: Vec<f64> = out
             .records
             .iter()
             .filter(|r| r.arrival >= warmup && r.output > 1 && r.generated > 1)
-            .map(|r| per_token * r.prompt as f64)
+            .map(|r| per_token * r.prompt.saturating_sub(1) as f64)
             .collect();
         let time = |b: f64| (b / (link.kv_transfer_gbps * 1e9) + link.kv_transfer_latency_ms * 1e-3) * 1e3;
         let nm = moved.len().max(1) as f64;
