@@ -126,6 +126,10 @@ struct ValidateArgs {
 struct SweepArgs {
     #[command(flatten)]
     s: ScenarioArgs,
+    /// Lengthen every run so that about N requests arrive after the warm-up
+    /// (10 / (1 − p/100) puts 10 requests beyond a p-th percentile: 1000 for p99).
+    #[arg(long, value_name = "N")]
+    min_requests: Option<u64>,
     /// A grid axis, e.g. --grid workload.rate=5,10,20 (repeatable; adds to or replaces [sweep.grid]).
     #[arg(long = "grid", value_name = "KEY=V1,V2,...")]
     grid: Vec<String>,
@@ -165,6 +169,10 @@ struct SweepArgs {
 struct CapacityArgs {
     #[command(flatten)]
     s: ScenarioArgs,
+    /// Lengthen every run so that about N requests arrive after the warm-up
+    /// (10 / (1 − p/100) puts 10 requests beyond a p-th percentile: 1000 for p99).
+    #[arg(long, value_name = "N")]
+    min_requests: Option<u64>,
     /// Independent searches (each with its own arrivals); 3 or more give a confidence interval.
     #[arg(long, short, default_value_t = 3)]
     replications: u32,
@@ -180,6 +188,13 @@ struct CapacityArgs {
 struct PlanArgs {
     #[command(flatten)]
     s: ScenarioArgs,
+    /// Print why each configuration without an answer failed, in full.
+    #[arg(long)]
+    details: bool,
+    /// Lengthen every run so that about N requests arrive after the warm-up
+    /// (10 / (1 − p/100) puts 10 requests beyond a p-th percentile: 1000 for p99).
+    #[arg(long, value_name = "N")]
+    min_requests: Option<u64>,
     /// Output folder for plan.json (default: output/<scenario name>-plan).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -317,7 +332,8 @@ fn dispatch(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Capacity(a) => {
-            let (loaded, _) = load(&a.s, a.seed)?;
+            let (mut loaded, _) = load(&a.s, a.seed)?;
+            loaded.min_requests = a.min_requests;
             if !(a.tolerance > 0.0 && a.tolerance < 1.0) {
                 return Err(ConfigError::new(format!("--tolerance {} must be in (0, 1)", a.tolerance)).into());
             }
@@ -354,14 +370,15 @@ fn dispatch(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Plan(a) => {
-            let (loaded, _) = load(&a.s, a.seed)?;
+            let (mut loaded, _) = load(&a.s, a.seed)?;
+            loaded.min_requests = a.min_requests;
             let catalog = Catalog::with_dir(a.s.models.as_deref())?;
             let p = crate::plan::plan(&loaded, &catalog)?;
             let dir =
                 a.out.clone().unwrap_or_else(|| Path::new("output").join(format!("{}-plan", loaded.scenario.name)));
             std::fs::create_dir_all(&dir)?;
             write_json(&dir.join("plan.json"), &p)?;
-            print!("{}", crate::plan::format_plan(&p, &loaded.scenario.name));
+            print!("{}", crate::plan::format_plan(&p, &loaded.scenario.name, a.details));
             println!("results: {}", dir.join("plan.json").display());
             if a.report {
                 println!("report: {}", report::write_report(&dir)?.display());
@@ -516,6 +533,7 @@ fn cmd_sweep(a: SweepArgs) -> Result<()> {
         loaded.scenario.seed = seed;
         loaded.seed_override = Some(seed);
     }
+    loaded.min_requests = a.min_requests;
     let grid = crate::sweep::Grid::new(&loaded, &a.grid, a.zip)?;
     let shard = a.shard.as_deref().map(parse_shard).transpose()?;
     if a.replications == Some(0) {

@@ -172,6 +172,21 @@ pub struct Capacity {
 /// Fewer requests than this beyond the judged percentile make it unreliable.
 pub const MIN_TAIL_REQUESTS: f64 = 10.0;
 
+/// The `--min-requests` that puts [`MIN_TAIL_REQUESTS`] requests beyond
+/// percentile `p` in each run, with a fifth more for the randomness of the
+/// arrival count and for failed requests.
+pub fn min_requests_for(p: f64) -> u64 {
+    (1.2 * MIN_TAIL_REQUESTS / (1.0 - p / 100.0).max(1e-6)).ceil() as u64
+}
+
+/// What to do about a percentile judged on too few requests.
+pub fn lengthen_advice(p: f64) -> String {
+    format!(
+        "rerun with --min-requests {} (or more) for {MIN_TAIL_REQUESTS:.0} requests beyond p{p} in every run",
+        min_requests_for(p)
+    )
+}
+
 /// The knob `capacity` and `plan` turn to set the load.
 pub struct LoadKnob {
     /// What is varied: `workload.rate` (req/s) or `workload.trace.speedup`.
@@ -290,17 +305,12 @@ pub fn capacity(loaded: &LoadedScenario, catalog: &Catalog, replications: u32, t
     let tail = per.iter().map(|p| p.1).filter(|t| !t.is_nan()).fold(f64::INFINITY, f64::min);
     let tail_requests = tail.is_finite().then_some(tail);
     let limited_by: Vec<String> = per.iter().map(|p| p.2.clone()).collect();
-    let n = loaded.scenario.num_requests;
     let mut warnings = Vec::new();
     if let Some(t) = tail_requests.filter(|&t| t < MIN_TAIL_REQUESTS) {
-        let more = n.map_or(String::new(), |n| {
-            format!(" (num_requests ≥ {:.0})", (n as f64 * MIN_TAIL_REQUESTS / t.max(0.5)).ceil())
-        });
+        let p = slo.percentile.unwrap_or(99.0);
         warnings.push(format!(
-            "the p{} objective was judged on as few as {t:.0} requests beyond it: run {:.0}× longer{more} for a \
-             stable estimate",
-            slo.percentile.unwrap_or(99.0),
-            (MIN_TAIL_REQUESTS / t.max(0.5)).ceil()
+            "the p{p} objective was judged on as few as {t:.0} requests beyond it: {}",
+            lengthen_advice(p)
         ));
     }
     if limited_by.iter().any(|w| w.starts_with("inconclusive")) {
@@ -329,7 +339,7 @@ pub fn capacity(loaded: &LoadedScenario, catalog: &Catalog, replications: u32, t
 
 /// Measured requests beyond the judged percentile (completed ones × (1 −
 /// p/100)); NaN when the objectives are an attainment.
-fn tail_requests(s: &Summary, slo: &SloConfig) -> f64 {
+pub fn tail_requests(s: &Summary, slo: &SloConfig) -> f64 {
     if slo.min_attainment.is_some() {
         return f64::NAN;
     }
@@ -398,6 +408,10 @@ pub struct Candidate {
     pub note: String,
     /// The validated error of its engine profile on its GPU (from `servesim validate`).
     pub model_error: crate::validate::ErrorBand,
+    /// Measured requests beyond the SLO percentile at that size (null with
+    /// `slo.min_attainment` or without an answer): below 10, the percentile
+    /// rests on a handful of requests.
+    pub tail_requests: Option<f64>,
 }
 
 /// The result of `servesim plan`.
@@ -407,6 +421,9 @@ pub struct Plan {
     pub rate: f64,
     /// Candidates, cheapest first (those without an answer last).
     pub candidates: Vec<Candidate>,
+    /// When an answer rests on too few requests beyond the SLO percentile:
+    /// the reason and the `--min-requests` that would fix it.
+    pub precision_warning: Option<String>,
 }
 
 fn axes(s: &Scenario) -> Vec<(String, Vec<toml::Value>)> {
@@ -471,6 +488,7 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
                 one_fewer: None,
                 note: String::new(),
                 model_error: crate::validate::band(s.engine.preset.as_deref(), ""),
+                tail_requests: None,
             };
             let gpu_key = catalog.gpu(&c.gpu).map_or(c.gpu.clone(), |e| e.key.clone());
             let base = match loaded.derive(&over, "plan candidate").and_then(|sc| resolve(&sc, catalog)) {
@@ -534,6 +552,7 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
             c.usd_per_hour = Some(gpus as f64 * price);
             c.usd_per_million_output_tokens = Some(gpus as f64 * price / 3600.0 / sum.metrics.output_throughput * 1e6);
             c.verdict = Some(judge(&sum, &slo));
+            c.tail_requests = Some(tail_requests(&sum, &slo)).filter(|t| t.is_finite());
             if n > 1 {
                 c.one_fewer = Some(judge(&run_at(n - 1)?, &slo));
             }
@@ -547,92 +566,204 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
         };
         key(a).0.total_cmp(&key(b).0).then(key(a).1.total_cmp(&key(b).1))
     });
-    Ok(Plan { rate, candidates })
+    let thin: Vec<f64> = candidates.iter().filter_map(|c| c.tail_requests).filter(|&t| t < MIN_TAIL_REQUESTS).collect();
+    let precision_warning = (!thin.is_empty()).then(|| {
+        let p = slo.percentile.unwrap_or(99.0);
+        format!(
+            "{} answer(s) judged the p{p} objectives on fewer than {MIN_TAIL_REQUESTS:.0} requests beyond p{p} \
+             (as few as {:.0}): {}",
+            thin.len(),
+            thin.iter().copied().fold(f64::INFINITY, f64::min),
+            lengthen_advice(p)
+        )
+    });
+    Ok(Plan { rate, candidates, precision_warning })
 }
 
-/// The plan as a ranked table and an explanation of the winner.
-pub fn format_plan(p: &Plan, scenario: &str) -> String {
-    use std::fmt::Write;
-    let mut o = String::new();
-    let _ = writeln!(o, "plan for {scenario}: cheapest configurations carrying {} req/s within the SLOs", p.rate);
-    let _ = writeln!(
-        o,
-        "{:>4}  {:<60} {:>5} {:>5} {:>9} {:>10}  binding SLO (headroom)",
-        "rank", "configuration", "repl", "GPUs", "$/hour", "$/1M tok"
-    );
-    for (i, c) in p.candidates.iter().enumerate() {
-        let cfg = c
-            .config
-            .iter()
-            .map(|(k, v)| format!("{}={v}", k.rsplit('.').next().unwrap_or(k)))
-            .collect::<Vec<_>>()
-            .join(" ");
-        match (c.replicas, &c.verdict) {
-            (Some(n), Some(v)) => {
-                let _ = writeln!(
-                    o,
-                    "{:>4}  {:<60} {:>5} {:>5} {:>9.2} {:>10.3}  {} {:.0} of {} ({:.0}%)",
-                    i + 1,
-                    cfg,
-                    n,
-                    c.gpus.unwrap_or(0),
-                    c.usd_per_hour.unwrap_or(f64::NAN),
-                    c.usd_per_million_output_tokens.unwrap_or(f64::NAN),
-                    v.binding,
-                    if v.limit < 1.5 { v.value * 100.0 } else { v.value },
-                    if v.limit < 1.5 { v.limit * 100.0 } else { v.limit },
-                    v.headroom * 100.0
-                );
-            }
-            _ => {
-                let _ = writeln!(o, "{:>4}  {:<60} {}", "-", cfg, c.note.lines().next().unwrap_or(""));
+/// Width of the terminal `plan` writes for.
+const COLS: usize = 80;
+/// Ranked configurations shown without `--details`.
+const TOP: usize = 10;
+
+/// `text` broken into lines of at most `COLS` characters (at spaces).
+fn wrap(text: &str) -> String {
+    wrap_to(text, COLS)
+}
+
+/// `text` broken into lines of at most `width` characters (at spaces).
+fn wrap_to(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            out.push_str(&line);
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
+    out
+}
+
+/// The swept keys other than GPU, tp and dtype (a plan's engine knobs).
+fn knob_keys(p: &Plan) -> Vec<String> {
+    const FIXED: [&str; 3] = ["hardware.gpu", "hardware.tp", "model.dtype"];
+    let mut keys: Vec<String> = Vec::new();
+    for c in &p.candidates {
+        for (k, _) in &c.config {
+            if !FIXED.contains(&k.as_str()) && !keys.contains(k) {
+                keys.push(k.clone());
             }
         }
     }
-    if let Some(w) = p.candidates.first().filter(|c| c.replicas.is_some()) {
-        let v = w.verdict.as_ref().expect("winner has a verdict");
-        let _ = writeln!(
-            o,
-            "\nwinner: {} replica(s) of {} × {} (tp {}) = {} GPUs at ${:.2}/hour, ${:.3} per million output tokens.",
-            w.replicas.unwrap_or(0),
-            w.gpus.unwrap_or(0) / w.replicas.unwrap_or(1).max(1),
-            w.gpu,
-            w.tp,
-            w.gpus.unwrap_or(0),
-            w.usd_per_hour.unwrap_or(f64::NAN),
-            w.usd_per_million_output_tokens.unwrap_or(f64::NAN)
-        );
-        let _ =
-            writeln!(o, "The binding objective is {}: {:.0}% headroom at this size.", v.binding, v.headroom * 100.0);
-        let _ = writeln!(
-            o,
-            "The simulation is exact for the model; the {}. A headroom smaller than that error is within the \
-             model's uncertainty.",
-            w.model_error.describe()
-        );
-        match &w.one_fewer {
-            Some(f) => {
-                let _ = writeln!(o, "With one replica fewer it fails: {}.", f.reason);
-            }
-            None => {
-                let _ = writeln!(o, "It is already the smallest deployment of this configuration.");
-            }
+    keys
+}
+
+fn value<'a>(c: &'a Candidate, key: &str) -> &'a str {
+    c.config.iter().find(|x| x.0 == key).map_or("", |x| x.1.as_str())
+}
+
+/// "p99 TPOT 10%": the binding objective and its headroom.
+fn binding(v: &Verdict) -> String {
+    format!("{} {:.0}%", v.binding, v.headroom * 100.0)
+}
+
+/// What a runner-up changes relative to the winner, and what it costs more.
+fn difference(w: &Candidate, r: &Candidate) -> String {
+    let mut diff: Vec<String> = Vec::new();
+    for (k, v) in &r.config {
+        let wv = value(w, k);
+        if wv != v {
+            diff.push(format!("{} {v} (winner {wv})", k.rsplit('.').next().unwrap_or(k)));
         }
-        if let Some(r) = p.candidates.get(1).filter(|c| c.usd_per_hour.is_some()) {
-            let _ = writeln!(
-                o,
-                "Runner-up: {} replica(s) of {} (tp {}) at ${:.2}/hour.",
-                r.replicas.unwrap_or(0),
-                r.gpu,
-                r.tp,
-                r.usd_per_hour.unwrap_or(f64::NAN)
-            );
-        }
+    }
+    if r.replicas != w.replicas {
+        diff.push(format!("{} replicas (winner {})", r.replicas.unwrap_or(0), w.replicas.unwrap_or(0)));
+    }
+    let (rc, wc) = (r.usd_per_hour.unwrap_or(f64::NAN), w.usd_per_hour.unwrap_or(f64::NAN));
+    let cost = if (rc - wc).abs() < 0.005 {
+        format!("same cost (${rc:.2}/hour)")
     } else {
-        let _ = writeln!(
-            o,
-            "\nno configuration in the search space meets the SLOs at this load: widen [plan] (more GPUs types, tp, max_replicas) or relax [slo]."
+        format!("+${:.2}/hour (+{:.0}%)", rc - wc, (rc / wc - 1.0) * 100.0)
+    };
+    let tok = match (r.usd_per_million_output_tokens, w.usd_per_million_output_tokens) {
+        (Some(a), Some(b)) => format!(", ${a:.3} vs ${b:.3} per 1M output tokens"),
+        _ => String::new(),
+    };
+    let what = if diff.is_empty() { "the same configuration".to_string() } else { diff.join(", ") };
+    let room = r
+        .verdict
+        .as_ref()
+        .map_or(String::new(), |v| format!("; binding {}, {:.0}% headroom", v.binding, v.headroom * 100.0));
+    format!("{what}: {cost}{tok}{room}")
+}
+
+/// The plan as a ranked table that fits an 80-column terminal, with the
+/// difference of each runner-up from the winner; `details` adds every
+/// candidate's full configuration and the reason each failed one failed.
+pub fn format_plan(p: &Plan, scenario: &str, details: bool) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    o += &wrap(&format!("plan for {scenario}: cheapest configurations carrying {} req/s within the SLOs", p.rate));
+    let knobs = knob_keys(p);
+    let short = |k: &str| k.rsplit('.').next().unwrap_or(k).to_string();
+    if !knobs.is_empty() {
+        let names: Vec<String> = knobs.iter().map(|k| short(k)).collect();
+        let _ = writeln!(o, "config = {}", names.join(" / "));
+    }
+    let _ = writeln!(
+        o,
+        "{:>4}  {:<11} {:>2} {:<5} {:>4} {:>4} {:>8} {:>8}  {:<13} config",
+        "rank", "GPU", "tp", "dtype", "repl", "GPUs", "$/hour", "$/1M tok", "binding"
+    );
+    let ok: Vec<&Candidate> = p.candidates.iter().filter(|c| c.replicas.is_some() && c.verdict.is_some()).collect();
+    let shown = if details { ok.len() } else { ok.len().min(TOP) };
+    for (i, c) in ok.iter().enumerate().take(shown) {
+        let cfg: Vec<&str> = knobs.iter().map(|k| value(c, k)).collect();
+        let line = format!(
+            "{:>4}  {:<11} {:>2} {:<5} {:>4} {:>4} {:>8.2} {:>8.3}  {:<13} {}",
+            i + 1,
+            c.gpu,
+            c.tp,
+            value(c, "model.dtype"),
+            c.replicas.unwrap_or(0),
+            c.gpus.unwrap_or(0),
+            c.usd_per_hour.unwrap_or(f64::NAN),
+            c.usd_per_million_output_tokens.unwrap_or(f64::NAN),
+            c.verdict.as_ref().map(binding).unwrap_or_default(),
+            cfg.join(" / ")
         );
+        let mut line: String = line.trim_end().to_string();
+        if line.chars().count() > COLS {
+            line = line.chars().take(COLS - 1).collect::<String>() + "…";
+        }
+        let _ = writeln!(o, "{line}");
+    }
+    if shown < ok.len() {
+        let _ = writeln!(o, "   … {} more that carry the load (--details lists them)", ok.len() - shown);
+    }
+    let failed: Vec<&Candidate> = p.candidates.iter().filter(|c| c.replicas.is_none()).collect();
+    if !failed.is_empty() {
+        let fit = failed.iter().filter(|c| !c.note.starts_with("does not meet")).count();
+        o += &wrap(&format!(
+            "{} configuration(s) cannot carry the load: {} do not fit or are refused, {} miss the SLOs at the \
+             replica limit{}",
+            failed.len(),
+            fit,
+            failed.len() - fit,
+            if details { ":" } else { " (--details says why)." }
+        ));
+        if details {
+            for c in &failed {
+                let cfg: Vec<String> = c.config.iter().map(|(k, v)| format!("{}={v}", short(k))).collect();
+                o += &wrap_to(&format!("  - {}", cfg.join(" ")), COLS);
+                for l in wrap_to(&c.note, COLS - 6).lines() {
+                    let _ = writeln!(o, "      {l}");
+                }
+            }
+        }
+    }
+    let Some(w) = ok.first() else {
+        o += &wrap(
+            "\nno configuration in the search space meets the SLOs at this load: widen [plan] (more GPUs types, \
+             tp, max_replicas) or relax [slo].",
+        );
+        return o;
+    };
+    let v = w.verdict.as_ref().expect("a ranked candidate has a verdict");
+    o.push('\n');
+    o += &wrap(&format!(
+        "winner: {} replica(s) of {} × {} (tp {}) = {} GPUs at ${:.2}/hour, ${:.3} per million output tokens. \
+         The binding objective is {}: {:.0}% headroom at this size.",
+        w.replicas.unwrap_or(0),
+        w.gpus.unwrap_or(0) / w.replicas.unwrap_or(1).max(1),
+        w.gpu,
+        w.tp,
+        w.gpus.unwrap_or(0),
+        w.usd_per_hour.unwrap_or(f64::NAN),
+        w.usd_per_million_output_tokens.unwrap_or(f64::NAN),
+        v.binding,
+        v.headroom * 100.0
+    ));
+    o += &wrap(&format!(
+        "The simulation is exact for the model; the {}. A headroom smaller than that error is within the \
+         model's uncertainty.",
+        w.model_error.describe()
+    ));
+    o += &wrap(&match &w.one_fewer {
+        Some(f) => format!("With one replica fewer it fails: {}.", f.reason),
+        None => "It is already the smallest deployment of this configuration.".to_string(),
+    });
+    for (i, r) in ok.iter().enumerate().skip(1).take(3) {
+        o += &wrap(&format!("runner-up #{}: {}", i + 1, difference(w, r)));
+    }
+    if let Some(warn) = &p.precision_warning {
+        o += &wrap(&format!("warning: {warn}"));
     }
     o
 }

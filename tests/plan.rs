@@ -60,6 +60,28 @@ fn plan_picks_the_fewest_replicas_that_meet_the_slo() {
     assert!(c.one_fewer.as_ref().is_some_and(|v| !v.meets));
 }
 
+/// The plan table fits an 80-column terminal, and each runner-up says what
+/// differs from the winner and what it costs (review: rows were 130–284
+/// characters wide, and "Runner-up: 2 replica(s) of mi300x (tp 2)" did not
+/// say that only max_num_batched_tokens differed).
+#[test]
+fn the_plan_table_fits_a_terminal_and_explains_runners_up() {
+    let text = include_str!("../scenarios/plan-70b-chat.toml");
+    let loaded = load_scenario_str(text, Path::new("plan-70b-chat.toml"), &["num_requests=1500".into()]).unwrap();
+    let p = plan(&loaded, &Catalog::builtin().unwrap()).unwrap();
+    for details in [false, true] {
+        let out = servesim::plan::format_plan(&p, "plan-70b-chat", details);
+        for line in out.lines() {
+            assert!(line.chars().count() <= 80, "{} characters: {line}", line.chars().count());
+        }
+        let runner = out.lines().find(|l| l.starts_with("runner-up #2")).expect("a runner-up line");
+        assert!(runner.contains("(winner "), "{runner}");
+        assert!(out.contains("$/hour") && out.contains("per 1M output tokens"), "{out}");
+        // Details name why each failed configuration failed.
+        assert_eq!(out.contains("needs 131.4 GiB of weights"), details);
+    }
+}
+
 /// `capacity` says when its answer rests on too little: a 300-request
 /// quickstart judges p99 on a handful of requests and stops at runs too short
 /// to certify steady state; 20,000 requests need no warning about p99.
@@ -70,8 +92,13 @@ fn capacity_warns_when_runs_are_too_short() {
     let short = load_scenario_str(text, Path::new("quickstart.toml"), &["num_requests=300".into()]).unwrap();
     let c = capacity(&short, &catalog, 1, 0.05).unwrap();
     let w = c.precision_warning.expect("a 300-request search must warn");
-    assert!(w.contains("num_requests"), "{w}");
+    assert!(w.contains("--min-requests 1200"), "{w}");
     assert!(c.tail_requests.is_some_and(|t| t < 10.0), "{:?}", c.tail_requests);
+    // Following the advice lengthens every run of the search enough.
+    let mut advised = short.clone();
+    advised.min_requests = Some(1200);
+    let c = capacity(&advised, &catalog, 1, 0.05).unwrap();
+    assert!(c.tail_requests.is_some_and(|t| t >= 10.0), "{:?}", c.tail_requests);
     let long = load_scenario_str(text, Path::new("quickstart.toml"), &["num_requests=20000".into()]).unwrap();
     let c = capacity(&long, &catalog, 1, 0.05).unwrap();
     assert!(c.tail_requests.is_some_and(|t| t >= 10.0), "{:?}", c.tail_requests);

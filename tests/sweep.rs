@@ -233,3 +233,61 @@ fn unfit_points_are_reported_not_fatal() {
     let csv = String::from_utf8(read(&out.join("sweep.csv"))).unwrap();
     assert!(csv.lines().nth(2).unwrap().contains("needs"), "the 70B point should carry its error");
 }
+
+/// A sweep names each point's verdict, and a point that is not a stable
+/// service is marked whatever the reason: overloaded, shedding (more than
+/// 1% refused by `max_waiting`), failing (more than 1% too long for
+/// `max_model_len`) or too short to tell. `--min-requests` lengthens every
+/// run and is kept in the manifest.
+#[test]
+fn sweep_points_carry_their_verdict() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("v");
+    let stdout = ok(&[
+        "sweep",
+        "scenarios/quickstart.toml",
+        "--grid",
+        "workload.rate=8,40",
+        "--grid",
+        "engine.max_waiting=20,1000000",
+        "--grid",
+        "engine.max_model_len=32768,1024",
+        "--set",
+        "num_requests=3000",
+        "--min-requests",
+        "4000",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let json: serde_json::Value = serde_json::from_slice(&read(&out.join("sweep.json"))).unwrap();
+    let verdict = |rate: f64, waiting: i64, len: i64| -> String {
+        let p = json["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| {
+                let get = |k: &str| p["params"].as_array().unwrap().iter().find(|x| x[0] == k).unwrap()[1].clone();
+                get("workload.rate") == rate
+                    && get("engine.max_waiting") == waiting
+                    && get("engine.max_model_len") == len
+            })
+            .unwrap();
+        p["verdict"].as_str().unwrap().to_string()
+    };
+    assert_eq!(verdict(8.0, 1_000_000, 32768), "stable");
+    assert_eq!(verdict(40.0, 1_000_000, 32768), "overloaded");
+    assert_eq!(verdict(40.0, 20, 32768), "shedding");
+    // quickstart's lognormal prompts: several percent exceed 1,024 tokens with their output.
+    assert_eq!(verdict(8.0, 1_000_000, 1024), "failing");
+    assert!(stdout.contains("!! SHEDDING") && stdout.contains("!! FAILING") && stdout.contains("!! OVERLOADED"));
+    let csv = String::from_utf8(read(&out.join("sweep.csv"))).unwrap();
+    assert!(csv.lines().next().unwrap().contains(",verdict,"));
+    // Every run was lengthened to about 4,000 measured requests.
+    let measured =
+        json["points"][0]["metrics"].as_array().unwrap().iter().find(|m| m[0] == "measured_requests").unwrap()[1][0]
+            .as_f64()
+            .unwrap();
+    assert!(measured > 3500.0, "{measured} measured requests");
+    let manifest: serde_json::Value = serde_json::from_slice(&read(&out.join("sweep-manifest.json"))).unwrap();
+    assert_eq!(manifest["min_requests"], 4000);
+}

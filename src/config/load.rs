@@ -22,6 +22,10 @@ pub struct LoadedScenario {
     pub overrides: Vec<String>,
     /// A `--seed` given on the command line.
     pub seed_override: Option<u64>,
+    /// `--min-requests` (capacity, plan, sweep): every variant made by
+    /// [`LoadedScenario::derive`] runs long enough for about this many
+    /// requests to arrive after the warm-up.
+    pub min_requests: Option<u64>,
     /// The catalogue its engine presets were looked up in (for variants).
     pub catalog: std::sync::Arc<Catalog>,
 }
@@ -115,8 +119,31 @@ pub fn load_scenario_str_with(
         sha256,
         overrides: sets.to_vec(),
         seed_override: None,
+        min_requests: None,
         catalog: catalog.clone(),
     })
+}
+
+/// Lengthens a run so that about `min` requests arrive after the warm-up:
+/// a request count grows to `min` plus the warm-up's arrivals; a duration
+/// to the warm-up plus `min` ÷ the mean offered rate. A run already long
+/// enough, or one whose rate is not known in advance (closed loop, trace
+/// replay by duration), is left as it is. Multi-turn sessions count
+/// conversations in their rate, so they are lengthened more than needed.
+pub fn lengthen(s: &mut Scenario, min: u64) {
+    let w = &s.workload;
+    let own: Option<Vec<f64>> = w.classes.iter().filter_map(|c| c.own_process()).map(|p| p.mean_rate()).collect();
+    let shared = w.classes.is_empty() || w.classes.iter().any(|c| c.own_process().is_none());
+    let rate = own.and_then(|own| {
+        let common = if shared { w.process().mean_rate()? } else { 0.0 };
+        Some(common + own.iter().sum::<f64>()).filter(|r| *r > 0.0)
+    });
+    let warm = rate.map_or(0.0, |r| r * s.warmup_s.max(0.0));
+    match (s.num_requests, s.duration_s, rate) {
+        (Some(n), _, _) => s.num_requests = Some(n.max(min + warm.ceil() as u64)),
+        (None, Some(d), Some(r)) => s.duration_s = Some(d.max(s.warmup_s.max(0.0) + min as f64 / r)),
+        _ => {}
+    }
 }
 
 /// Applies one `key.path=value` override to a TOML table. The value is read
@@ -343,6 +370,9 @@ impl LoadedScenario {
         })?;
         s.name = self.scenario.name.clone();
         s.base_dir = self.scenario.base_dir.clone();
+        if let Some(min) = self.min_requests {
+            lengthen(&mut s, min);
+        }
         s.validate().map_err(|(key, message, hint)| {
             ConfigError::new(format!("{what}: {message}")).file(&self.path).key(key).hint(hint)
         })?;

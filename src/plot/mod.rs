@@ -96,8 +96,9 @@ pub struct XyChart {
     pub hlines: Vec<RefLine>,
     /// Vertical reference lines (e.g. the knee).
     pub vlines: Vec<RefLine>,
-    /// Points to flag as unreliable (unstable runs), drawn as red crosses.
-    pub flagged: Vec<(f64, f64)>,
+    /// Points to flag (runs that were not a stable service), each drawn
+    /// with its flag's mark and explained in the legend.
+    pub flagged: Vec<(f64, f64, Flag)>,
     /// Where the legend goes.
     pub legend: SeriesLabelPosition,
 }
@@ -114,6 +115,40 @@ impl Default for XyChart {
             vlines: Vec::new(),
             flagged: Vec::new(),
             legend: SeriesLabelPosition::UpperLeft,
+        }
+    }
+}
+
+/// Why a chart point is not a stable service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Flag {
+    /// The backlog grew: overloaded.
+    Overloaded,
+    /// Steady only by refusing or timing out more than 1% of requests.
+    Shedding,
+    /// More than 1% of requests failed for other reasons (e.g. too long).
+    Failing,
+    /// Too short to tell: run longer.
+    Inconclusive,
+}
+
+impl Flag {
+    /// Legend text.
+    pub fn label(self) -> &'static str {
+        match self {
+            Flag::Overloaded => "overloaded run",
+            Flag::Shedding => "sheds load (> 1% refused)",
+            Flag::Failing => "> 1% of requests failed",
+            Flag::Inconclusive => "inconclusive (run longer)",
+        }
+    }
+
+    fn color(self) -> RGBColor {
+        match self {
+            Flag::Overloaded => RGBColor(200, 0, 0),
+            Flag::Shedding => RGBColor(230, 120, 0),
+            Flag::Failing => RGBColor(130, 0, 160),
+            Flag::Inconclusive => RGBColor(120, 120, 120),
         }
     }
 }
@@ -199,11 +234,12 @@ fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> Dr
         c.series
             .iter()
             .flat_map(|s| s.points.iter())
-            .chain(c.flagged.iter())
+            .copied()
+            .chain(c.flagged.iter().map(|&(x, y, _)| (x, y)))
             .filter(|p| p.0.is_finite() && p.1.is_finite())
     };
     let (mut x0, mut x1, mut y0, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, f64::INFINITY, f64::NEG_INFINITY);
-    for &(x, y) in pts() {
+    for (x, y) in pts() {
         if c.log_y && y <= 0.0 {
             continue;
         }
@@ -252,13 +288,14 @@ fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> Dr
         .draw()?;
     if log_y {
         let grid = RGBColor(225, 225, 225);
+        // Tick labels go in the axis margin, left of the plotting area, like
+        // a linear axis's (inside it, a legend in a corner covered them).
+        let base = area.get_base_pixel();
+        let style = (FONT, 12).into_font().color(&RGBColor(60, 60, 60)).pos(Pos::new(HPos::Right, VPos::Center));
         for &v in &log_ticks {
             chart.draw_series(std::iter::once(PathElement::new(vec![(x0, v), (x1, v)], grid.stroke_width(1))))?;
-            chart.draw_series(std::iter::once(Text::new(
-                log_label(v),
-                (x0, v),
-                (FONT, 11).into_font().color(&RGBColor(80, 80, 80)),
-            )))?;
+            let (px, py) = chart.backend_coord(&(x0, v));
+            area.draw(&Text::new(log_label(v), (px - base.0 - 6, py - base.1), style.clone()))?;
         }
     }
     for s in &c.series {
@@ -289,13 +326,47 @@ fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> Dr
             }
         }
     }
-    if !c.flagged.is_empty() {
-        let red = RGBColor(200, 0, 0);
-        let data: Vec<(f64, f64)> = c.flagged.iter().filter(|p| p.1.is_finite()).map(|&(x, y)| (x, ty(y))).collect();
-        chart
-            .draw_series(data.iter().map(|&p| Cross::new(p, 6, red.stroke_width(2))))?
-            .label("unstable (overloaded) run")
-            .legend(move |(x, y)| Cross::new((x + 9, y), 5, red.stroke_width(2)));
+    // Each kind of flagged point has its own mark, named once in the legend.
+    let mut kinds: Vec<Flag> = c.flagged.iter().map(|p| p.2).collect();
+    kinds.sort();
+    kinds.dedup();
+    for kind in kinds {
+        let color = kind.color();
+        let data: Vec<(f64, f64)> = c
+            .flagged
+            .iter()
+            .filter(|p| p.2 == kind && p.1.is_finite() && (!log_y || p.1 > 0.0))
+            .map(|&(x, y, _)| (x, ty(y)))
+            .collect();
+        let name = kind.label();
+        match kind {
+            Flag::Overloaded => {
+                chart
+                    .draw_series(data.iter().map(|&p| Cross::new(p, 6, color.stroke_width(2))))?
+                    .label(name)
+                    .legend(move |(x, y)| Cross::new((x + 9, y), 5, color.stroke_width(2)));
+            }
+            Flag::Shedding => {
+                chart
+                    .draw_series(data.iter().map(|&p| TriangleMarker::new(p, 7, color.stroke_width(2))))?
+                    .label(name)
+                    .legend(move |(x, y)| TriangleMarker::new((x + 9, y), 6, color.stroke_width(2)));
+            }
+            Flag::Failing => {
+                chart
+                    .draw_series(
+                        data.iter().map(|&p| EmptyElement::at(p) + Rectangle::new([(-4, -4), (4, 4)], color.filled())),
+                    )?
+                    .label(name)
+                    .legend(move |(x, y)| Rectangle::new([(x + 5, y - 4), (x + 13, y + 4)], color.filled()));
+            }
+            Flag::Inconclusive => {
+                chart
+                    .draw_series(data.iter().map(|&p| Circle::new(p, 5, color.stroke_width(2))))?
+                    .label(name)
+                    .legend(move |(x, y)| Circle::new((x + 9, y), 4, color.stroke_width(2)));
+            }
+        }
     }
     let grey = RGBColor(90, 90, 90);
     for h in &c.hlines {
@@ -304,14 +375,15 @@ fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> Dr
         let style = (FONT, 12).into_font().color(&grey).pos(Pos::new(HPos::Right, VPos::Bottom));
         chart.draw_series(std::iter::once(Text::new(format!("{} ", h.label), (x1, y), style)))?;
     }
-    for v in &c.vlines {
+    for (i, v) in c.vlines.iter().enumerate() {
         chart.draw_series(std::iter::once(PathElement::new(vec![(v.at, y0), (v.at, y1)], grey.stroke_width(1))))?;
         // Labels right of the line in the left half, left of it in the right half.
         let anchor = if v.at > x0 + (x1 - x0) * 0.5 { HPos::Right } else { HPos::Left };
         let style = (FONT, 12).into_font().color(&grey).pos(Pos::new(anchor, VPos::Center));
         chart.draw_series(std::iter::once(Text::new(
             format!(" {} ", v.label.trim()),
-            (v.at, y0 + (y1 - y0) * 0.5),
+            // Labels of lines at the same place are stacked, not overprinted.
+            (v.at, y0 + (y1 - y0) * (0.5 - 0.07 * (i % 6) as f64)),
             style,
         )))?;
     }

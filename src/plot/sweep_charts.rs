@@ -1,7 +1,7 @@
 //! Charts of a sweep: the latency–throughput tradeoff, the Pareto frontier of
 //! throughput per GPU against interactivity, and latency against load.
 
-use super::{Figure, PALETTE, RefLine, Series, XyChart};
+use super::{Figure, Flag, PALETTE, RefLine, Series, XyChart};
 use std::collections::BTreeMap;
 
 /// What the sweep charts need of one point (replication means).
@@ -23,8 +23,24 @@ pub struct SweepPoint {
     pub tpot_p50: f64,
     /// TPOT p99, ms.
     pub tpot_p99: f64,
-    /// False when any replication was overloaded.
-    pub stable: bool,
+    /// Why the point is not a stable service (the worst replication's
+    /// verdict); None when it is. Flagged points are drawn with their own
+    /// mark, not joined, and kept off the Pareto frontier and the knee.
+    pub flag: Option<Flag>,
+}
+
+impl SweepPoint {
+    fn ok(&self) -> bool {
+        self.flag.is_none()
+    }
+}
+
+/// The flagged points of `ps` at (x, y).
+fn flagged<'a>(
+    ps: &'a [&SweepPoint],
+    xy: impl Fn(&SweepPoint) -> (f64, f64) + 'a,
+) -> impl Iterator<Item = (f64, f64, Flag)> + 'a {
+    ps.iter().filter_map(move |p| p.flag.map(|f| (xy(p).0, xy(p).1, f)))
 }
 
 fn families(points: &[SweepPoint]) -> BTreeMap<String, Vec<&SweepPoint>> {
@@ -43,7 +59,7 @@ fn label(f: &str) -> String {
 }
 
 /// Chart 1: output throughput against TTFT p50 and p99, one line per family;
-/// unstable points are crossed out and not joined.
+/// points that were not a stable service are marked and not joined.
 pub fn tradeoff_figure(title: &str, points: &[SweepPoint], per_gpu: bool, ttft_slo: Option<f64>) -> Figure {
     let fam = families(points);
     let x = |p: &SweepPoint| if per_gpu { p.output_throughput_per_gpu } else { p.output_throughput };
@@ -59,9 +75,9 @@ pub fn tradeoff_figure(title: &str, points: &[SweepPoint], per_gpu: bool, ttft_s
             ..Default::default()
         };
         for (k, (f, ps)) in fam.iter().enumerate() {
-            let stable: Vec<(f64, f64)> = ps.iter().filter(|p| p.stable).map(|p| (x(p), get(p))).collect();
+            let stable: Vec<(f64, f64)> = ps.iter().filter(|p| p.ok()).map(|p| (x(p), get(p))).collect();
             c.series.push(Series::line(label(f), stable, PALETTE[k % 10]));
-            c.flagged.extend(ps.iter().filter(|p| !p.stable).map(|p| (x(p), get(p))));
+            c.flagged.extend(flagged(ps, |p| (x(p), get(p))));
         }
         if let Some(s) = ttft_slo {
             c.hlines.push(RefLine { at: s, label: format!("TTFT SLO {s} ms") });
@@ -98,9 +114,9 @@ pub fn pareto_figure(title: &str, points: &[SweepPoint]) -> Figure {
         ..Default::default()
     };
     let all: Vec<(f64, f64)> =
-        points.iter().filter(|p| p.stable).map(|p| (1000.0 / p.tpot_p50, p.output_throughput_per_gpu)).collect();
+        points.iter().filter(|p| p.ok()).map(|p| (1000.0 / p.tpot_p50, p.output_throughput_per_gpu)).collect();
     for (k, (f, ps)) in fam.iter().enumerate() {
-        let pts = ps.iter().filter(|p| p.stable).map(|p| (1000.0 / p.tpot_p50, p.output_throughput_per_gpu)).collect();
+        let pts = ps.iter().filter(|p| p.ok()).map(|p| (1000.0 / p.tpot_p50, p.output_throughput_per_gpu)).collect();
         c.series.push(Series {
             name: label(f),
             points: pts,
@@ -109,7 +125,7 @@ pub fn pareto_figure(title: &str, points: &[SweepPoint]) -> Figure {
             markers: true,
             bold: false,
         });
-        c.flagged.extend(ps.iter().filter(|p| !p.stable).map(|p| (1000.0 / p.tpot_p50, p.output_throughput_per_gpu)));
+        c.flagged.extend(flagged(ps, |p| (1000.0 / p.tpot_p50, p.output_throughput_per_gpu)));
     }
     let front: Vec<(f64, f64)> = pareto_front(&all).into_iter().map(|i| all[i]).collect();
     c.series.push(Series {
@@ -125,13 +141,14 @@ pub fn pareto_figure(title: &str, points: &[SweepPoint]) -> Figure {
 }
 
 /// The knee: the highest offered rate whose p99 TTFT meets the SLO and whose
-/// run is stable, per family.
+/// run is a stable service (not overloaded, shedding, failing or
+/// inconclusive), per family.
 pub fn knees(points: &[SweepPoint], ttft_slo: f64) -> BTreeMap<String, f64> {
     let mut m = BTreeMap::new();
     for (f, ps) in families(points) {
         if let Some(r) = ps
             .iter()
-            .filter(|p| p.stable && p.ttft_p99 <= ttft_slo)
+            .filter(|p| p.ok() && p.ttft_p99 <= ttft_slo)
             .filter_map(|p| p.rate)
             .fold(None, |a: Option<f64>, r| Some(a.map_or(r, |a| a.max(r))))
         {
@@ -158,7 +175,7 @@ pub fn hockey_figure(title: &str, points: &[SweepPoint], ttft_slo: Option<f64>) 
     for (k, (f, ps)) in fam.iter().enumerate() {
         let color = PALETTE[k % 10];
         let pick = |g: fn(&SweepPoint) -> f64| {
-            ps.iter().filter(|p| p.stable && p.rate.is_some()).map(|p| (p.rate.unwrap_or(0.0), g(p))).collect()
+            ps.iter().filter(|p| p.ok() && p.rate.is_some()).map(|p| (p.rate.unwrap_or(0.0), g(p))).collect()
         };
         c.series.push(Series::line(format!("{} p99", label(f)), pick(|p| p.ttft_p99), color));
         // p50 in a lighter shade of the family's colour.
@@ -171,8 +188,8 @@ pub fn hockey_figure(title: &str, points: &[SweepPoint], ttft_slo: Option<f64>) 
             markers: true,
             bold: false,
         });
-        c.flagged
-            .extend(ps.iter().filter(|p| !p.stable && p.rate.is_some()).map(|p| (p.rate.unwrap_or(0.0), p.ttft_p99)));
+        let with_rate: Vec<&SweepPoint> = ps.iter().copied().filter(|p| p.rate.is_some()).collect();
+        c.flagged.extend(flagged(&with_rate, |p| (p.rate.unwrap_or(0.0), p.ttft_p99)).collect::<Vec<_>>());
     }
     if let Some(s) = ttft_slo {
         c.hlines.push(RefLine { at: s, label: format!("TTFT SLO {s} ms") });
@@ -186,6 +203,31 @@ pub fn hockey_figure(title: &str, points: &[SweepPoint], ttft_slo: Option<f64>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A point that is not a stable service never sets the knee, whatever
+    /// its latency: shedding keeps p99 TTFT low by refusing requests.
+    #[test]
+    fn flagged_points_are_kept_off_the_knee() {
+        let p = |rate: f64, ttft: f64, flag: Option<Flag>| SweepPoint {
+            family: String::new(),
+            rate: Some(rate),
+            output_throughput: rate * 100.0,
+            output_throughput_per_gpu: rate * 100.0,
+            ttft_p50: ttft / 2.0,
+            ttft_p99: ttft,
+            tpot_p50: 10.0,
+            tpot_p99: 20.0,
+            flag,
+        };
+        let pts = [
+            p(10.0, 100.0, None),
+            p(20.0, 200.0, None),
+            p(30.0, 300.0, Some(Flag::Shedding)),
+            p(40.0, 100.0, Some(Flag::Failing)),
+            p(50.0, 100.0, Some(Flag::Inconclusive)),
+        ];
+        assert_eq!(knees(&pts, 500.0).get(""), Some(&20.0));
+    }
 
     #[test]
     fn pareto_front_keeps_non_dominated_points() {

@@ -2,6 +2,8 @@
 
 use crate::Setup;
 use crate::metrics::{LatencyMetric, Summary};
+use crate::plan::MIN_TAIL_REQUESTS;
+use crate::sweep::Verdict;
 use std::fmt::Write;
 
 const W: usize = 50;
@@ -338,7 +340,7 @@ pub fn format_sweep(m: &crate::sweep::SweepManifest, points: &[crate::sweep::Poi
     for (h, _) in cols {
         let _ = write!(o, "{h:>10} ");
     }
-    let _ = writeln!(o, " stable");
+    let _ = writeln!(o, " verdict");
     for p in points {
         for k in &keys {
             let v = p.params.iter().find(|x| x.0 == *k).map_or(String::new(), |x| match &x.1 {
@@ -355,7 +357,38 @@ pub fn format_sweep(m: &crate::sweep::SweepManifest, points: &[crate::sweep::Poi
             let x = p.get(name) * if name == "slo.attainment" { 100.0 } else { 1.0 };
             let _ = write!(o, "{:>10} ", num(x, if x.abs() >= 100.0 { 0 } else { 2 }));
         }
-        let _ = writeln!(o, " {}", if p.stable_fraction >= 1.0 { "yes" } else { "NO (overloaded)" });
+        let pct = |x: f64| format!("{:.0}%", x * 100.0);
+        let failed = p.get("failed") / p.get("measured_requests").max(1.0);
+        let verdict = match p.verdict() {
+            Verdict::Stable => "stable".to_string(),
+            Verdict::NotApplicable => "- (offline)".to_string(),
+            Verdict::Inconclusive => "?? run longer".to_string(),
+            Verdict::Failing => format!("!! FAILING {}", pct(failed)),
+            Verdict::Shedding => format!("!! SHEDDING {}", pct(p.get("stability.shed_fraction"))),
+            Verdict::Overloaded => "!! OVERLOADED".to_string(),
+        };
+        let _ = writeln!(o, " {verdict}");
+    }
+    let flagged = points.iter().filter(|p| p.error.is_none() && !p.verdict().ok()).count();
+    if flagged > 0 {
+        let _ = writeln!(
+            o,
+            "{flagged} point(s) were not a stable service (overloaded, shedding or failing more than 1% of \
+             requests, or too short to tell): they are marked on the charts and kept off the frontier and knee"
+        );
+    }
+    let percentile = m.loaded().ok().and_then(|l| l.scenario.slo).and_then(|s| s.percentile);
+    let thin: Vec<f64> = points.iter().filter_map(|p| p.tail_requests).filter(|&t| t < MIN_TAIL_REQUESTS).collect();
+    if !thin.is_empty() {
+        let p = percentile.unwrap_or(99.0);
+        let _ = writeln!(
+            o,
+            "warning: {} point(s) judged the p{p} objectives on fewer than {MIN_TAIL_REQUESTS:.0} requests beyond \
+             p{p} (as few as {:.0}): {}",
+            thin.len(),
+            thin.iter().copied().fold(f64::INFINITY, f64::min),
+            crate::plan::lengthen_advice(p)
+        );
     }
     o
 }

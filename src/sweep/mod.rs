@@ -239,6 +239,18 @@ pub struct PointResult {
     pub replications: u32,
     /// Fraction of replications judged stable (1 when stability does not apply).
     pub stable_fraction: f64,
+    /// The worst verdict of the replications: "overloaded", "shedding",
+    /// "failing" (more than 1% of measured requests failed for other reasons
+    /// than load, e.g. too long for max_model_len), "inconclusive", "stable"
+    /// or "not_applicable". Points not stable are kept off the Pareto
+    /// frontier and the knee.
+    #[serde(default)]
+    pub verdict: String,
+    /// Fewest measured requests beyond the SLO percentile in any
+    /// replication (null without percentile objectives): below 10, that
+    /// percentile rests on a handful of requests.
+    #[serde(default)]
+    pub tail_requests: Option<f64>,
     /// Every summary metric: replication mean and 95% CI.
     pub metrics: Vec<(String, Stat)>,
     /// Headline metrics of this configuration minus its baseline's
@@ -250,6 +262,15 @@ impl PointResult {
     /// The mean of a metric.
     pub fn get(&self, name: &str) -> f64 {
         self.metrics.iter().find(|m| m.0 == name).map_or(f64::NAN, |m| m.1.mean)
+    }
+    /// Its verdict (a points file written before verdicts: overloaded
+    /// unless every replication was stable).
+    pub fn verdict(&self) -> Verdict {
+        match self.verdict.as_str() {
+            "" if self.stable_fraction >= 1.0 => Verdict::Stable,
+            "" => Verdict::Overloaded,
+            v => Verdict::parse(v),
+        }
     }
     /// A parameter's value as a number, if it is one.
     pub fn param_f64(&self, key: &str) -> Option<f64> {
@@ -275,6 +296,8 @@ pub fn run_point(
         error: None,
         replications: reps,
         stable_fraction: f64::NAN,
+        verdict: String::new(),
+        tail_requests: None,
         metrics: Vec::new(),
         vs_baseline: Vec::new(),
     };
@@ -303,10 +326,18 @@ pub fn run_point(
     let mut runs: Vec<Vec<(String, f64)>> = Vec::new();
     let mut diffs: Vec<Vec<f64>> = vec![Vec::new(); HEADLINE.len()];
     let mut stable = 0u32;
+    let mut worst = Verdict::NotApplicable;
     for rep in 0..reps {
         let seed = point_seed(setup.scenario.seed, index, rep);
         let r = run_setup(&setup, seed);
         stable += matches!(r.summary.stability.verdict.as_str(), "stable" | "not_applicable") as u32;
+        worst = worst.max(Verdict::of(&r.summary));
+        if let Some(slo) = &setup.scenario.slo {
+            let t = crate::plan::tail_requests(&r.summary, slo);
+            if t.is_finite() {
+                res.tail_requests = Some(res.tail_requests.map_or(t, |x: f64| x.min(t)));
+            }
+        }
         let flat = flatten(&r.summary);
         if let Some(b) = &baseline {
             let fb = flatten(&run_setup(b, seed).summary);
@@ -318,6 +349,7 @@ pub fn run_point(
         runs.push(flat);
     }
     res.stable_fraction = stable as f64 / reps as f64;
+    res.verdict = worst.as_str().into();
     // Align by name: maps such as failures_by_reason differ between replications.
     let mut names: Vec<&String> = Vec::new();
     for r in &runs {
@@ -338,6 +370,73 @@ pub fn run_point(
         res.vs_baseline = HEADLINE.iter().zip(&diffs).map(|(n, d)| (n.to_string(), Stat::of(d))).collect();
     }
     res
+}
+
+/// A sweep point's verdict, from best to worst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Verdict {
+    /// Offline batch: stability does not apply.
+    NotApplicable,
+    /// A steady state that served its requests.
+    Stable,
+    /// Too short, or too few requests, to tell.
+    Inconclusive,
+    /// More than 1% of measured requests failed for reasons other than load.
+    Failing,
+    /// Steady only because more than 1% of requests were refused or timed out.
+    Shedding,
+    /// The backlog grew: the offered load exceeds capacity.
+    Overloaded,
+}
+
+impl Verdict {
+    /// The verdict of one run.
+    pub fn of(s: &Summary) -> Verdict {
+        match s.stability.verdict.as_str() {
+            "overloaded" => Verdict::Overloaded,
+            "shedding" => Verdict::Shedding,
+            _ if failed_fraction(s) - s.stability.shed_fraction > crate::metrics::stability::SHED_LIMIT => {
+                Verdict::Failing
+            }
+            "inconclusive" => Verdict::Inconclusive,
+            "not_applicable" => Verdict::NotApplicable,
+            _ => Verdict::Stable,
+        }
+    }
+
+    /// Parses the name written in `verdict` (an old points file without one: stable).
+    pub fn parse(s: &str) -> Verdict {
+        match s {
+            "overloaded" => Verdict::Overloaded,
+            "shedding" => Verdict::Shedding,
+            "failing" => Verdict::Failing,
+            "inconclusive" => Verdict::Inconclusive,
+            "not_applicable" => Verdict::NotApplicable,
+            _ => Verdict::Stable,
+        }
+    }
+
+    /// Its name in `sweep.json` and `sweep.csv`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::NotApplicable => "not_applicable",
+            Verdict::Stable => "stable",
+            Verdict::Inconclusive => "inconclusive",
+            Verdict::Failing => "failing",
+            Verdict::Shedding => "shedding",
+            Verdict::Overloaded => "overloaded",
+        }
+    }
+
+    /// A stable (or offline) point: one charts join and the frontier and knee may use.
+    pub fn ok(self) -> bool {
+        self <= Verdict::Stable
+    }
+}
+
+/// Measured requests that failed (refused, timed out, too long), as a fraction.
+pub fn failed_fraction(s: &Summary) -> f64 {
+    s.metrics.failed as f64 / s.metrics.measured_requests.max(1) as f64
 }
 
 /// Options of a sweep.

@@ -33,6 +33,9 @@ pub struct SweepManifest {
     pub total_points: usize,
     /// This run's shard (k, n), if sharded.
     pub shard: Option<(usize, usize)>,
+    /// `--min-requests`: each run lengthened to about this many measured requests.
+    #[serde(default)]
+    pub min_requests: Option<u64>,
 }
 
 impl SweepManifest {
@@ -47,6 +50,7 @@ impl SweepManifest {
             replications,
             total_points,
             shard: None,
+            min_requests: loaded.min_requests,
         }
     }
 
@@ -67,7 +71,9 @@ impl SweepManifest {
 
     /// The base scenario back as a loaded scenario (for charts and merging).
     pub fn loaded(&self) -> Result<LoadedScenario> {
-        Ok(crate::config::load_scenario_str(&self.base, Path::new(&format!("{}.toml", self.scenario)), &[])?)
+        let mut l = crate::config::load_scenario_str(&self.base, Path::new(&format!("{}.toml", self.scenario)), &[])?;
+        l.min_requests = self.min_requests;
+        Ok(l)
     }
 }
 
@@ -152,7 +158,13 @@ pub fn chart_points(points: &[PointResult], base_rate: Option<f64>) -> Vec<Sweep
             ttft_p99: p.get("p99_ttft_ms"),
             tpot_p50: p.get("median_tpot_ms"),
             tpot_p99: p.get("p99_tpot_ms"),
-            stable: p.stable_fraction >= 1.0,
+            flag: match p.verdict() {
+                super::Verdict::Overloaded => Some(plot::Flag::Overloaded),
+                super::Verdict::Shedding => Some(plot::Flag::Shedding),
+                super::Verdict::Failing => Some(plot::Flag::Failing),
+                super::Verdict::Inconclusive => Some(plot::Flag::Inconclusive),
+                super::Verdict::Stable | super::Verdict::NotApplicable => None,
+            },
         })
         .collect()
 }
@@ -169,7 +181,7 @@ pub fn write_outputs(dir: &Path, manifest: &SweepManifest, points: &[PointResult
     crate::report::write_atomic(&dir.join("sweep.csv"), |w| {
         let mut head: Vec<String> = vec!["index".into()];
         head.extend(keys.iter().cloned());
-        head.extend(["error".into(), "replications".into(), "stable_fraction".into()]);
+        head.extend(["error".into(), "replications".into(), "stable_fraction".into(), "verdict".into()]);
         for n in &names {
             head.extend([n.clone(), format!("{n}_ci_lo"), format!("{n}_ci_hi")]);
         }
@@ -191,6 +203,7 @@ pub fn write_outputs(dir: &Path, manifest: &SweepManifest, points: &[PointResult
             row.push(csv_field(p.error.as_deref().unwrap_or("")));
             row.push(p.replications.to_string());
             row.push(num(p.stable_fraction));
+            row.push(if p.error.is_some() { String::new() } else { p.verdict().as_str().to_string() });
             for n in &names {
                 let s = p.metrics.iter().find(|m| &m.0 == n).map(|m| m.1);
                 row.extend(match s {
