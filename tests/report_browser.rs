@@ -180,6 +180,13 @@ fn reports_render_in_headless_chromium() {
     for (what, out) in [("run", &run), ("sweep", &sweep)] {
         assert_self_contained(&std::fs::read_to_string(out.join("report.html")).unwrap(), what);
     }
+    // The run's banner says what its verdict means in one sentence (600
+    // requests at the scenario's load: too short to certify, or stable).
+    let html = std::fs::read_to_string(run.join("report.html")).unwrap();
+    assert!(
+        html.contains("<b>Stable: the queue did not grow") || html.contains("<b>Inconclusive: the run is too short"),
+        "no verdict sentence in the run report"
+    );
 
     let Some(browser) = find_browser() else {
         let msg = "SKIPPED: no headless Chromium found (install Debian's chromium package; .ci/run does)";

@@ -181,6 +181,11 @@ impl Stability {
         }
     }
 
+    /// The verdict in one sentence a newcomer understands (see [`meaning`]).
+    pub fn meaning(&self) -> String {
+        meaning(&self.verdict, self.shed_fraction)
+    }
+
     /// The verdict as a yes/no: `Some(true)` for stable, `Some(false)` for
     /// overloaded or shedding, `None` when inconclusive or not applicable.
     pub fn stable(&self) -> Option<bool> {
@@ -189,6 +194,28 @@ impl Stability {
             "overloaded" | "shedding" => Some(false),
             _ => None,
         }
+    }
+}
+
+/// A verdict in one sentence a newcomer understands (the report's banner;
+/// the README says the same); `shed` is the shed fraction.
+pub fn meaning(verdict: &str, shed: f64) -> String {
+    match verdict {
+        "stable" => "Stable: the queue did not grow, so the latencies below describe a steady state this load \
+                     can sustain."
+            .into(),
+        "overloaded" => "Overloaded: requests arrived faster than they were served and the queue kept growing, \
+                         so the latencies below grow with the run's length and describe no steady state."
+            .into(),
+        "shedding" => format!(
+            "Stable only by shedding load: {:.1}% of requests were refused or timed out, and the latencies \
+             below describe only those that were served.",
+            shed * 100.0
+        ),
+        "inconclusive" => "Inconclusive: the run is too short to tell a steady state from a slow overload; \
+                           run it longer before trusting its latencies."
+            .into(),
+        _ => "Offline batch: every request arrives at once, so there is no steady state to judge.".into(),
     }
 }
 

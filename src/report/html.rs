@@ -107,22 +107,21 @@ fn run_page(dir: &Path) -> Result<String> {
         esc(m["resolved_scenario"]["description"].as_str().unwrap_or(""))
     );
     let st = &s["stability"];
-    match s["stable"].as_bool() {
-        Some(false) => {
-            let _ = write!(
-                o,
-                "<div class=\"warn\"><b>Overloaded.</b> {}</div>",
-                esc(st["explanation"].as_str().unwrap_or(""))
-            );
-        }
-        Some(true) => {
-            let _ =
-                write!(o, "<div class=\"ok\"><b>Stable.</b> {}</div>", esc(st["explanation"].as_str().unwrap_or("")));
-        }
-        None => {
-            let _ = write!(o, "<div class=\"note\">Stability: {}</div>", esc(st["explanation"].as_str().unwrap_or("")));
-        }
-    }
+    let class = match st["verdict"].as_str().unwrap_or("") {
+        "stable" => "ok",
+        "overloaded" | "shedding" => "warn",
+        _ => "note",
+    };
+    let meaning = crate::metrics::stability::meaning(
+        st["verdict"].as_str().unwrap_or(""),
+        st["shed_fraction"].as_f64().unwrap_or(0.0),
+    );
+    let _ = write!(
+        o,
+        "<div class=\"{class}\"><b>{}</b> {}</div>",
+        esc(&meaning),
+        esc(st["explanation"].as_str().unwrap_or(""))
+    );
     // The five stages, with this run's numbers.
     let ms = |k: &str| f(&s[k], 1);
     let _ = write!(
