@@ -42,6 +42,7 @@
 // Configuration errors carry their location and fix; they are built on the cold
 // path only, so their size does not matter.
 #![allow(clippy::result_large_err)]
+#![warn(missing_docs)]
 
 pub mod bench;
 pub mod calibrate;
@@ -359,8 +360,7 @@ fn resolve_pool(
 fn reserve_draft(m: &mut MemoryPlan, d: &LlmSpec, s: &Scenario) -> Result<(), ConfigError> {
     let tp = s.hardware.tp as f64;
     let weights = d.total_params() * s.model.dtype.bytes() / tp;
-    let kv_heads = (d.num_kv_heads as f64 / tp).ceil();
-    let draft_tok = 2.0 * d.num_layers as f64 * kv_heads * d.head_dim as f64 * s.kv_dtype().bytes();
+    let draft_tok = d.kv_bytes_per_token(d.num_layers as f64, tp, s.kv_dtype().bytes());
     let budget = m.kv_gib_per_gpu * catalog::GIB - weights;
     let per_block = (m.kv_bytes_per_token_per_gpu + draft_tok) * m.block_size as f64;
     let blocks = if m.blocks_overridden { m.num_blocks } else { (budget / per_block).floor().max(0.0) as u64 };

@@ -200,9 +200,8 @@ pub fn plan(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario) -> Result<MemoryPlan, Co
     let weights = weight_bytes_per_gpu(llm, &Layout::tensor(1), w);
     let per_gpu_w = weight_bytes_per_gpu(llm, &layout, w);
     let kv_dtype = s.kv_dtype();
-    let kv_heads_per_gpu = (llm.num_kv_heads as f64 / tp as f64).ceil();
     let layers_per_stage = layout.layers_per_stage(llm.num_layers);
-    let kv_tok = 2.0 * layers_per_stage as f64 * kv_heads_per_gpu * llm.head_dim as f64 * kv_dtype.bytes();
+    let kv_tok = llm.kv_bytes_per_token(layers_per_stage as f64, tp as f64, kv_dtype.bytes());
     let budget = Budget::new(llm, gpu, s, per_gpu_w);
     let kv_bytes = budget.kv;
     if kv_bytes <= 0.0 {

@@ -292,11 +292,7 @@ pub fn simulate_with<C: StepCostModel>(
     let n_entry = pool.iter().take_while(|&&p| setup.pools[p as usize].role != PoolRole::Decode).count();
     let mut dec_router = Router::new(s.hardware.router, (n_rep - n_entry).max(1), Stream::DecodeRouter.seed(seed));
     let link = s.disaggregation.clone().unwrap_or_default();
-    let kv_bytes_per_token = 2.0
-        * setup.llm.num_layers as f64
-        * setup.llm.num_kv_heads as f64
-        * setup.llm.head_dim as f64
-        * s.kv_dtype().bytes();
+    let kv_bytes_per_token = setup.llm.kv_bytes_per_token(setup.llm.num_layers as f64, 1.0, s.kv_dtype().bytes());
     let mut handoffs: Vec<u32> = Vec::new();
     let groups: std::sync::Arc<[(u32, u32)]> =
         setup.workload.classes.iter().map(|c| (c.prefix_group, c.prefix_tokens)).collect();

@@ -192,9 +192,13 @@ impl LlmSpec {
             + self.vocab_size as f64 * self.hidden_size as f64
     }
 
-    /// Key+value elements cached per token across all layers (before sharding).
-    pub fn kv_elements_per_token(&self) -> f64 {
-        2.0 * self.num_layers as f64 * self.num_kv_heads as f64 * self.head_dim as f64
+    /// KV-cache bytes per token on one GPU that holds `layers` layers of a
+    /// `tp`-way tensor-parallel replica, at `bytes` per element: keys and
+    /// values of ⌈num_kv_heads / tp⌉ heads per layer (a KV head is
+    /// replicated when tp exceeds the KV heads). `tp = 1` and all layers
+    /// give the whole model's bytes per token.
+    pub fn kv_bytes_per_token(&self, layers: f64, tp: f64, bytes: f64) -> f64 {
+        2.0 * layers * (self.num_kv_heads as f64 / tp).ceil() * self.head_dim as f64 * bytes
     }
 
     /// Checks internal consistency; returns a message naming the bad field.

@@ -352,7 +352,6 @@ impl KernelModel {
             }
         });
         let heads = llm.num_attention_heads as f64 / tp;
-        let kv_heads = (llm.num_kv_heads as f64 / tp).ceil();
         // Per token and layer: two fused add+RMSNorm (read x and residual, write
         // both), RoPE on q and k in place, the FFN activation (read gate and up,
         // write the product); per MoE layer the routed rows' activation instead.
@@ -380,7 +379,7 @@ impl KernelModel {
             vocab_per_gpu: llm.vocab_size as f64 / tp,
             heads,
             head_dim: hd,
-            kv_bytes_per_token_layer: 2.0 * kv_heads * hd * kv.bytes(),
+            kv_bytes_per_token_layer: llm.kv_bytes_per_token(1.0, tp, kv.bytes()),
             sliding_window: llm.sliding_window.map(|w| w as f64),
             elementwise_bytes_per_token: elementwise,
             hidden: h,

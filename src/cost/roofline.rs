@@ -218,7 +218,6 @@ impl Roofline {
             None
         };
         let heads_per_gpu = llm.num_attention_heads as f64 / tpf;
-        let kv_heads_per_gpu = (llm.num_kv_heads as f64 / tpf).ceil();
         let v = llm.vocab_size as f64;
         Roofline {
             layers: llm.num_layers as f64,
@@ -232,7 +231,7 @@ impl Roofline {
             dense,
             moe,
             attn_flops_per_pair: 4.0 * heads_per_gpu * hd,
-            kv_bytes_per_token_layer: 2.0 * kv_heads_per_gpu * hd * kv.bytes(),
+            kv_bytes_per_token_layer: llm.kv_bytes_per_token(1.0, tpf, kv.bytes()),
             attn_act_bytes_per_token: 2.0 * heads_per_gpu * hd * ACT,
             sliding_window: llm.sliding_window.map(|s| s as f64),
             lm_flops_per_row: 2.0 * h * v / tpf,

@@ -752,7 +752,7 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
     let disaggregation = split.then(|| {
         let link = s.disaggregation.clone().unwrap_or_default();
         let l = &setup.llm;
-        let per_token = 2.0 * l.num_layers as f64 * l.num_kv_heads as f64 * l.head_dim as f64 * s.kv_dtype().bytes();
+        let per_token = l.kv_bytes_per_token(l.num_layers as f64, 1.0, s.kv_dtype().bytes());
         // Requests that reached a decode pool: the KV of all but their prompt's
         // last token crossed the link (the decode side recomputes that one).
         let moved: Vec<f64> = out
