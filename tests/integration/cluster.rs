@@ -3,7 +3,7 @@
 //! random routing splits the traffic into c independent M/M/1 queues; join
 //! the shortest queue lies between the two.
 
-mod common;
+use crate::common;
 
 use common::{mean, run};
 use servesim::metrics::{RequestRecord, Status};

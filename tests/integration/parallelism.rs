@@ -1,7 +1,7 @@
 //! Pipeline and expert parallelism through the whole simulator: GPU counts,
 //! costs, latencies and the configuration errors of bad layouts.
 
-mod common;
+use crate::common;
 
 use common::{run, setup};
 use servesim::config::load_scenario_str;

@@ -7,8 +7,8 @@ use serde_json::Value;
 use servesim::{Catalog, config::load_scenario_str};
 use std::path::Path;
 
-const SCHEMA: &str = include_str!("../schema/summary.schema.json");
-const QUICKSTART: &str = include_str!("../scenarios/quickstart.toml");
+const SCHEMA: &str = include_str!("../../schema/summary.schema.json");
+const QUICKSTART: &str = include_str!("../../scenarios/quickstart.toml");
 
 /// Offline batch without `[slo]`, two replicas and a short `max_model_len`
 /// so some requests are rejected (fills `failures_by_reason`).
@@ -195,7 +195,7 @@ fn schema_rejects_drifted_summary() {
 /// prefix-cache fields validate against the schema.
 #[test]
 fn classes_summary_matches_schema() {
-    let text = include_str!("../scenarios/mixed-classes.toml");
+    let text = include_str!("../../scenarios/mixed-classes.toml");
     let json = summary_json(text, "mixed-classes.toml", &["duration_s=120", "engine.prefix_caching=true"]);
     assert_valid(&json, "mixed classes");
     let classes = json["classes"].as_object().expect("classes object");
@@ -216,7 +216,7 @@ fn classes_summary_matches_schema() {
 #[test]
 fn pools_speculation_and_swap_summaries_match_schema() {
     let dis = summary_json(
-        include_str!("../scenarios/what-if-disaggregation.toml"),
+        include_str!("../../scenarios/what-if-disaggregation.toml"),
         "what-if-disaggregation.toml",
         &["duration_s=60", "pools[0].tp=2"],
     );
@@ -227,7 +227,7 @@ fn pools_speculation_and_swap_summaries_match_schema() {
     assert_eq!(dis["pools"].as_array().map(Vec::len), Some(2));
     assert!(dis["disaggregation"]["mean_transfer_ms"].as_f64().is_some());
     let spec = summary_json(
-        include_str!("../scenarios/what-if-speculative.toml"),
+        include_str!("../../scenarios/what-if-speculative.toml"),
         "what-if-speculative.toml",
         &["duration_s=60", "engine.preemption=\"swap\"", "engine.num_gpu_blocks=2000", "workload.rate=6"],
     );

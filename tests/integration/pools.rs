@@ -2,7 +2,7 @@
 //! prefill/decode disaggregation (KV transfer time, conservation of
 //! requests across pools, invariants with KV held during transfers).
 
-mod common;
+use crate::common;
 
 use common::{run, setup};
 use servesim::config::load_scenario_str;

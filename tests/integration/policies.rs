@@ -3,7 +3,7 @@
 //! limit, client timeouts, token rate limits), each compared with the
 //! first-come-first-served baseline on the same arrivals.
 
-mod common;
+use crate::common;
 
 use common::{mean, run};
 use servesim::Report;

@@ -1,7 +1,7 @@
 //! Trace replay: exact arrivals and lengths, windows, time scaling, looping,
 //! sampling, the four formats, and bad rows (errors and skipping).
 
-mod common;
+use crate::common;
 
 use servesim::config::load_scenario_str;
 use servesim::workload::trace::{TraceFormat, parse};

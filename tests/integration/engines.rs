@@ -1,7 +1,7 @@
 //! Engine profiles, engine-style memory plans and the `kernel` cost model:
 //! the properties Step 5 promises (issue 10), tested in-process.
 
-mod common;
+use crate::common;
 
 use servesim::Catalog;
 use servesim::catalog::{GpuSpec, LlmSpec};

@@ -2,7 +2,7 @@
 //! outputs and a synthetic step-time model is a single-server FCFS queue:
 //! constant steps make it M/D/1, exponential steps M/M/1.
 
-mod common;
+use crate::common;
 use common::*;
 use servesim::metrics::Status;
 

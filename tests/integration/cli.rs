@@ -30,7 +30,7 @@ fn on_scenario(toml: &str, extra: &[&str]) -> (i32, String, String) {
     (o.status.code().unwrap_or(-1), so, se)
 }
 
-const QUICK: &str = include_str!("../scenarios/quickstart.toml");
+const QUICK: &str = include_str!("../../scenarios/quickstart.toml");
 
 #[test]
 fn run_writes_results_and_refuses_to_overwrite() {
@@ -255,7 +255,7 @@ fn check_prints_each_pool_and_plan_refuses_pools() {
     assert_eq!(o.status.code(), Some(2), "{se}");
     assert!(se.contains("[[pools]]") && se.contains("pools[0].replicas"), "{se}");
     // A bad pool key exits 2 naming it.
-    let bad = include_str!("../scenarios/what-if-disaggregation.toml")
+    let bad = include_str!("../../scenarios/what-if-disaggregation.toml")
         .replace("replicas = 2\n\n[[pools]]", "replicas = 2\nengine = { max_num_seqz = 8 }\n\n[[pools]]");
     let (code, _, se) = on_scenario(&bad, &[]);
     assert_eq!(code, 2, "{se}");

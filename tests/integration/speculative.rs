@@ -2,7 +2,7 @@
 //! where speculation helps (small memory-bound batches) and where it hurts
 //! (large batches), and the engine's invariants with speculative sequences.
 
-mod common;
+use crate::common;
 
 use common::{mean, run, setup};
 use servesim::Report;

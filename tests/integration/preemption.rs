@@ -2,7 +2,7 @@
 //! in recomputed tokens) when it is short; by swap to host memory, within
 //! the host's capacity and falling back to recompute beyond it.
 
-mod common;
+use crate::common;
 
 use common::setup;
 use servesim::metrics::Status;

@@ -1,7 +1,7 @@
 //! The steady-decode fast path must change nothing: every record, every
 //! summary field and every chart input are bit-identical with and without it.
 
-mod common;
+use crate::common;
 use common::setup;
 use servesim::metrics::summarize;
 use servesim::sim::{simulate, simulate_without_fast_path};
@@ -24,7 +24,7 @@ fn same(text: &str, sets: &[&str]) {
     assert_eq!(a.end_time.to_bits(), b.end_time.to_bits());
 }
 
-const QUICK: &str = include_str!("../scenarios/quickstart.toml");
+const QUICK: &str = include_str!("../../scenarios/quickstart.toml");
 
 #[test]
 fn fast_path_is_exact() {

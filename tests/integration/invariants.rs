@@ -4,7 +4,7 @@
 //! timestamps are monotone, and KV blocks in use never exceed capacity
 //! (verified after every engine step by `simulate_checked`).
 
-mod common;
+use crate::common;
 use common::*;
 use servesim::metrics::{RejectReason, Status};
 use servesim::sim::simulate_checked;

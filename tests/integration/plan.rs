@@ -1,6 +1,6 @@
 //! Capacity search against the M/M/1 oracle, and plan search sanity.
 
-mod common;
+use crate::common;
 use servesim::config::load_scenario_str;
 use servesim::plan::{capacity, judge, plan};
 use servesim::{Catalog, run_setup};
@@ -66,7 +66,7 @@ fn plan_picks_the_fewest_replicas_that_meet_the_slo() {
 /// say that only max_num_batched_tokens differed).
 #[test]
 fn the_plan_table_fits_a_terminal_and_explains_runners_up() {
-    let text = include_str!("../scenarios/plan-70b-chat.toml");
+    let text = include_str!("../../scenarios/plan-70b-chat.toml");
     let loaded = load_scenario_str(text, Path::new("plan-70b-chat.toml"), &["num_requests=1500".into()]).unwrap();
     let p = plan(&loaded, &Catalog::builtin().unwrap()).unwrap();
     for details in [false, true] {
@@ -87,7 +87,7 @@ fn the_plan_table_fits_a_terminal_and_explains_runners_up() {
 /// to certify steady state; 20,000 requests need no warning about p99.
 #[test]
 fn capacity_warns_when_runs_are_too_short() {
-    let text = include_str!("../scenarios/quickstart.toml");
+    let text = include_str!("../../scenarios/quickstart.toml");
     let catalog = Catalog::builtin().unwrap();
     let short = load_scenario_str(text, Path::new("quickstart.toml"), &["num_requests=300".into()]).unwrap();
     let c = capacity(&short, &catalog, 1, 0.05).unwrap();

@@ -1,7 +1,7 @@
 //! Workload generation: arrival processes against their definitions, length
 //! distributions, class mixes, closed-loop users and sessions.
 
-mod common;
+use crate::common;
 
 use common::{mean, run, setup};
 use servesim::config::load_scenario_str;

@@ -1,0 +1,25 @@
+//! The integration tests, as one test binary (one link instead of one per
+//! file: see README, "Tests"). Each module is one area; `common` holds the
+//! helpers they share.
+
+mod cli;
+mod cluster;
+mod common;
+mod determinism;
+mod engines;
+mod fast_path;
+mod invariants;
+mod parallelism;
+mod plan;
+mod policies;
+mod pools;
+mod preemption;
+mod queueing;
+mod report_browser;
+mod schema;
+mod speculative;
+mod stability;
+mod sweep;
+mod trace;
+mod validation;
+mod workload;
