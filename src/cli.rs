@@ -4,9 +4,8 @@
 use crate::config::{LoadedScenario, load_scenario_with};
 use crate::error::{ConfigError, Error, Result};
 use crate::report::{self, format_check, format_summary, prepare_out_dir, write_atomic, write_json};
-use crate::{Catalog, Setup, plot, resolve, run_setup};
+use crate::{Catalog, Setup, resolve, run_setup};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 
 /// servesim: a discrete-event capacity simulator for LLM inference serving.
@@ -418,7 +417,7 @@ fn cmd_run(a: RunArgs) -> Result<()> {
         || -> Result<Option<crate::Report>> { Ok(baseline_setup(&loaded, &a.s)?.map(|bs| run_setup(&bs, seed))) },
     );
     let base = base?;
-    write_run(&dir, &loaded, &rep)?;
+    report::write_run(&dir, &loaded, &rep, std::env::args().collect())?;
     if let Some(b) = &base {
         write_json(&dir.join("baseline-summary.json"), &b.summary)?;
     }
@@ -430,76 +429,6 @@ fn cmd_run(a: RunArgs) -> Result<()> {
         println!("results: {}", dir.display());
     }
     finish_report(&dir, a.report, a.quiet)
-}
-
-/// Writes the three run files into `dir`.
-pub fn write_run(dir: &Path, loaded: &LoadedScenario, rep: &crate::Report) -> Result<()> {
-    let plan = rep.setup.workload.clone();
-    let class_names: Vec<String> = plan.classes.iter().map(|c| c.name.clone()).collect();
-    let warmup = rep.setup.scenario.warmup_s;
-    let records = &rep.output.records;
-    let label = report::run_label(rep);
-    let view = report::RunView {
-        scenario: &rep.setup.scenario,
-        label: &label,
-        records,
-        timeseries: &rep.output.timeseries,
-        trace: &rep.output.trace,
-    };
-    // The CSV and the charts are the slow parts: write them side by side.
-    let (csv, rest) = rayon::join(
-        || {
-            write_atomic(&dir.join("requests.csv"), |w| {
-                report::write_requests_csv(w, records, warmup, &class_names, |r| crate::metrics::slo_met(&plan, r))
-            })
-        },
-        || -> Result<()> {
-            write_json(&dir.join("summary.json"), &rep.summary)?;
-            write_json(&dir.join("timeseries.json"), &rep.output.timeseries)?;
-            write_json(&dir.join("trace.json"), &rep.output.trace)?;
-            write_run_charts(dir, view)
-        },
-    );
-    csv?;
-    rest?;
-    let m = report::manifest(
-        &rep.setup,
-        rep.seed,
-        &loaded.path.display().to_string(),
-        &loaded.sha256,
-        &loaded.overrides,
-        std::env::args().collect(),
-    );
-    write_json(&dir.join("manifest.json"), &m)
-}
-
-/// Writes the run's charts: latency CDFs, time series, request timeline.
-pub fn write_run_charts(dir: &Path, run: report::RunView) -> Result<()> {
-    let s = run.scenario;
-    let name = &s.name;
-    let slo = s.slo.clone().unwrap_or_default();
-    let figs = [
-        (
-            "cdf",
-            plot::cdf_figure(
-                &format!("{name}: latency distributions"),
-                &[(run.label.to_string(), run.records, s.warmup_s)],
-                [slo.ttft_ms, slo.tpot_ms, slo.e2e_ms],
-            ),
-        ),
-        ("timeseries", plot::timeseries_figure(&format!("{name}: the run over time"), run.timeseries, s.warmup_s)),
-        (
-            "timeline",
-            plot::gantt_figure(
-                &format!("{name}: the first {} requests", crate::sim::TRACE_REQUESTS),
-                run.records,
-                run.trace,
-                crate::sim::TRACE_REQUESTS as usize,
-            ),
-        ),
-    ];
-    let results: Vec<Result<String>> = figs.par_iter().map(|(stem, f)| plot::save(f, dir, stem)).collect();
-    results.into_iter().try_for_each(|r| r.map(|_| ()))
 }
 
 /// Writes report.html when asked (`--report`) and says where.
@@ -668,7 +597,7 @@ fn cmd_plot(dir: &Path) -> Result<()> {
     }
     if dir.join("manifest.json").exists() {
         let run = report::RunData::read(dir)?;
-        write_run_charts(dir, run.view())?;
+        report::write_run_charts(dir, run.view())?;
         println!("redrew cdf, timeseries and timeline charts in {}", dir.display());
         return Ok(());
     }

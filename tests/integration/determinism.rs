@@ -1,8 +1,9 @@
 //! Same scenario + seed ⇒ byte-identical summary.json and requests.csv,
 //! whatever the thread count.
 
+use servesim::Catalog;
 use servesim::config::load_scenario;
-use servesim::{Catalog, cli::write_run};
+use servesim::report::write_run;
 use std::path::Path;
 
 fn files_with_threads(threads: usize, sets: &[&str]) -> (Vec<u8>, Vec<u8>) {
@@ -18,7 +19,7 @@ fn scenario_files(name: &str, threads: usize, sets: &[&str]) -> (Vec<u8>, Vec<u8
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
     pool.install(|| {
         let rep = servesim::run_setup(&setup, setup.scenario.seed);
-        write_run(dir.path(), &loaded, &rep).unwrap();
+        write_run(dir.path(), &loaded, &rep, Vec::new()).unwrap();
     });
     (std::fs::read(dir.path().join("summary.json")).unwrap(), std::fs::read(dir.path().join("requests.csv")).unwrap())
 }

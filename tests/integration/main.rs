@@ -2,6 +2,7 @@
 //! file: see README, "Tests"). Each module is one area; `common` holds the
 //! helpers they share.
 
+mod architecture;
 mod cli;
 mod cluster;
 mod common;

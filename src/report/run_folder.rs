@@ -1,0 +1,74 @@
+//! A run's results folder: every file a run writes, written side by side.
+
+use super::{RunView, manifest, run_label, write_atomic, write_json, write_requests_csv};
+use crate::config::LoadedScenario;
+use crate::error::Result;
+use crate::plot;
+use rayon::prelude::*;
+use std::path::Path;
+
+/// Writes a run's files into `dir`: summary.json, requests.csv,
+/// manifest.json (recording `command`), the time series and trace, and the
+/// charts. Each file is written atomically.
+pub fn write_run(dir: &Path, loaded: &LoadedScenario, rep: &crate::Report, command: Vec<String>) -> Result<()> {
+    let plan = rep.setup.workload.clone();
+    let class_names: Vec<String> = plan.classes.iter().map(|c| c.name.clone()).collect();
+    let warmup = rep.setup.scenario.warmup_s;
+    let records = &rep.output.records;
+    let label = run_label(rep);
+    let view = RunView {
+        scenario: &rep.setup.scenario,
+        label: &label,
+        records,
+        timeseries: &rep.output.timeseries,
+        trace: &rep.output.trace,
+    };
+    // The CSV and the charts are the slow parts: write them side by side.
+    let (csv, rest) = rayon::join(
+        || {
+            write_atomic(&dir.join("requests.csv"), |w| {
+                write_requests_csv(w, records, warmup, &class_names, |r| crate::metrics::slo_met(&plan, r))
+            })
+        },
+        || -> Result<()> {
+            write_json(&dir.join("summary.json"), &rep.summary)?;
+            write_json(&dir.join("timeseries.json"), &rep.output.timeseries)?;
+            write_json(&dir.join("trace.json"), &rep.output.trace)?;
+            write_run_charts(dir, view)
+        },
+    );
+    csv?;
+    rest?;
+    let m =
+        manifest(&rep.setup, rep.seed, &loaded.path.display().to_string(), &loaded.sha256, &loaded.overrides, command);
+    write_json(&dir.join("manifest.json"), &m)
+}
+
+/// Writes the run's charts: latency CDFs, time series, request timeline.
+pub fn write_run_charts(dir: &Path, run: RunView) -> Result<()> {
+    let s = run.scenario;
+    let name = &s.name;
+    let slo = s.slo.clone().unwrap_or_default();
+    let figs = [
+        (
+            "cdf",
+            plot::cdf_figure(
+                &format!("{name}: latency distributions"),
+                &[(run.label.to_string(), run.records, s.warmup_s)],
+                [slo.ttft_ms, slo.tpot_ms, slo.e2e_ms],
+            ),
+        ),
+        ("timeseries", plot::timeseries_figure(&format!("{name}: the run over time"), run.timeseries, s.warmup_s)),
+        (
+            "timeline",
+            plot::gantt_figure(
+                &format!("{name}: the first {} requests", crate::sim::TRACE_REQUESTS),
+                run.records,
+                run.trace,
+                crate::sim::TRACE_REQUESTS as usize,
+            ),
+        ),
+    ];
+    let results: Vec<Result<String>> = figs.par_iter().map(|(stem, f)| plot::save(f, dir, stem)).collect();
+    results.into_iter().try_for_each(|r| r.map(|_| ()))
+}
