@@ -7,7 +7,7 @@
 
 use crate::catalog::{self, Catalog, GpuSpec, LlmSpec, Origin};
 use crate::config::{self, Scenario};
-use crate::engine::EngineParams;
+use crate::engine::{BatchPolicy, EngineParams};
 use crate::error::{self, ConfigError};
 use crate::memory::{self, MemoryPlan};
 use crate::{cost, workload};
@@ -246,20 +246,21 @@ fn resolve_pool(
         // SGLang caps its running requests by the KV pool (memory.max_running).
         max_num_seqs: memory.max_running.map_or(e.max_num_seqs, |m| m.min(e.max_num_seqs)),
         max_num_batched_tokens: e.max_num_batched_tokens,
-        chunked_prefill: e.chunked_prefill,
+        batching: match (e.batching, e.chunked_prefill, e.mixed_prefill) {
+            (config::Batching::Static, _, _) => BatchPolicy::Static { timeout: e.batch_timeout_ms * 1e-3 },
+            (_, true, _) => BatchPolicy::Chunked { prefill_first: e.prefill_first },
+            (_, false, true) => BatchPolicy::Mixed,
+            (_, false, false) => BatchPolicy::PrefillSteps,
+        },
         block_size: e.block_size,
         num_blocks: memory.num_blocks,
         keyed_queue: e.queue_order != config::QueueOrder::Fcfs,
         max_waiting: e.max_waiting.unwrap_or(u32::MAX),
-        mixed_prefill: e.mixed_prefill,
-        static_batching: e.batching == config::Batching::Static,
-        batch_timeout: e.batch_timeout_ms * 1e-3,
         max_chunk: e.max_chunk_tokens.unwrap_or(u32::MAX),
         prefix_caching: e.prefix_caching,
         watermark_blocks: (e.kv_watermark * memory.num_blocks as f64).ceil() as u64,
         spec_k: config::SpeculativeConfig::active(e).map_or(0, |s| s.num_tokens),
         handoff: role == config::PoolRole::Prefill,
-        prefill_first: e.prefill_first,
         swap_blocks: match e.preemption {
             config::Preemption::Swap => (e.swap_space_gb * catalog::GIB / block_bytes).floor() as u64,
             config::Preemption::Recompute => 0,

@@ -257,7 +257,7 @@ fn reject_reason(setup: &Setup, prompt: u32, output: u32) -> Option<RejectReason
         if kv > p.memory.kv_capacity_tokens {
             return Some(RejectReason::ExceedsKvCapacity);
         }
-        if p.role != PoolRole::Decode && !p.engine.chunked_prefill && prompt > p.engine.max_num_batched_tokens {
+        if p.role != PoolRole::Decode && !p.engine.batching.chunked() && prompt > p.engine.max_num_batched_tokens {
             return Some(RejectReason::ExceedsTokenBudget);
         }
     }

@@ -190,6 +190,13 @@ impl Scenario {
                 "set chunked_prefill = false (or use preset = \"static\")",
             );
         }
+        if e.batching == super::Batching::Static && e.mixed_prefill {
+            return fail(
+                "engine.mixed_prefill",
+                "static batching admits a whole batch at once: prompts cannot join running decodes",
+                "remove mixed_prefill (or use batching = \"continuous\")",
+            );
+        }
         if e.prefill_first && !e.chunked_prefill {
             return fail(
                 "engine.prefill_first",

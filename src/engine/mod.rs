@@ -48,6 +48,44 @@ const SGLANG_CLIP_NEW_TOKENS: u32 = 4096;
 /// Tokens per prefix block of the Mooncake trace's `hash_ids`.
 const HASH_BLOCK: u64 = 512;
 
+/// How a replica forms its batches: one value, so that impossible
+/// combinations (chunked prefill with static batching, prefill-first without
+/// chunks) cannot be written.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BatchPolicy {
+    /// Continuous batching with chunked prefill (vLLM V1, Sarathi-Serve):
+    /// prompt chunks share each step's token budget with the decodes. With
+    /// `prefill_first`, a step that has prompt work runs only prompt work.
+    Chunked {
+        /// A step with prompt work runs only prompt work (decodes wait).
+        prefill_first: bool,
+    },
+    /// Continuous batching, whole prompts next to the decodes when they fit
+    /// the budget the decodes leave (Orca, TensorRT-LLM in-flight batching).
+    Mixed,
+    /// Continuous batching, whole prompts in prefill-only steps (vLLM V0).
+    PrefillSteps,
+    /// Request-level batching: a batch starts when `max_num_seqs` requests
+    /// wait or the oldest has waited `timeout` seconds, and nothing joins it
+    /// until all its requests finish.
+    Static {
+        /// Batch-formation timeout, s.
+        timeout: f64,
+    },
+}
+
+impl BatchPolicy {
+    /// Prompts are split into chunks.
+    pub fn chunked(self) -> bool {
+        matches!(self, BatchPolicy::Chunked { .. })
+    }
+
+    /// Request-level batching.
+    pub fn is_static(self) -> bool {
+        matches!(self, BatchPolicy::Static { .. })
+    }
+}
+
 /// Engine limits of one replica.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EngineParams {
@@ -55,8 +93,8 @@ pub struct EngineParams {
     pub max_num_seqs: u32,
     /// Token budget per step.
     pub max_num_batched_tokens: u32,
-    /// Chunked prefill on/off.
-    pub chunked_prefill: bool,
+    /// How batches are formed.
+    pub batching: BatchPolicy,
     /// Tokens per KV block.
     pub block_size: u32,
     /// KV blocks in the replica.
@@ -65,15 +103,6 @@ pub struct EngineParams {
     pub keyed_queue: bool,
     /// Most requests waiting; more are refused (`u32::MAX`: no limit).
     pub max_waiting: u32,
-    /// Without chunked prefill: whole prompts share steps with decodes (Orca)
-    /// instead of prefill-only steps (vLLM v0).
-    pub mixed_prefill: bool,
-    /// Request-level (static) batching: a batch is formed when `max_num_seqs`
-    /// requests wait or the oldest has waited `batch_timeout`, and nothing
-    /// joins it until all its requests finish.
-    pub static_batching: bool,
-    /// Batch-formation timeout of static batching, s.
-    pub batch_timeout: f64,
     /// Largest prompt chunk of one request in one step (`u32::MAX`: the budget).
     pub max_chunk: u32,
     /// Automatic prefix caching.
@@ -85,8 +114,6 @@ pub struct EngineParams {
     /// Prefill pool: after its first token a request leaves for a decode pool,
     /// its KV blocks held until the transfer ends.
     pub handoff: bool,
-    /// Chunked prefill: a step with prompt work runs only prompt work (decodes wait).
-    pub prefill_first: bool,
     /// Swap preemption: host blocks available (0: preemption recomputes).
     pub swap_blocks: u64,
     /// Swap preemption: time to copy one block between host and GPU, s.
@@ -1121,23 +1148,26 @@ impl<C: StepCostModel> Replica<C> {
             if !self.ready.is_empty() {
                 self.admit_ready(now, sinks);
             }
-            if self.p.static_batching && self.n_running == 0 {
+            if let BatchPolicy::Static { timeout } = self.p.batching
+                && self.n_running == 0
+            {
                 // Form a batch when it is full or its oldest request has waited long enough.
                 let records = &sinks.records;
                 let head = self.waiting.front(|r| matches!(records[r as usize].status, Status::Rejected(_)));
-                let due = head.map_or(f64::INFINITY, |h| records[h as usize].admitted + self.p.batch_timeout);
+                let due = head.map_or(f64::INFINITY, |h| records[h as usize].admitted + timeout);
                 if self.waiting.len() < self.p.max_num_seqs as usize && now < due {
                     self.busy = false;
                     self.wake_at = due.is_finite().then_some(due);
                     return None;
                 }
             }
-            if self.p.chunked_prefill || self.p.mixed_prefill {
+            if let BatchPolicy::Chunked { .. } | BatchPolicy::Mixed = self.p.batching {
                 // Whole prompts only without chunking (Orca): a prompt joins a step
                 // only if it fits the budget left by the decodes.
-                let whole = !self.p.chunked_prefill;
+                let whole = !self.p.batching.chunked();
                 // Prefill first: a step that has prompt work runs only prompt work.
-                let prefill_only = self.p.prefill_first && (!self.prefilling.is_empty() || !self.waiting.is_empty());
+                let prefill_first = matches!(self.p.batching, BatchPolicy::Chunked { prefill_first: true });
+                let prefill_only = prefill_first && (!self.prefilling.is_empty() || !self.waiting.is_empty());
                 let preempted = !prefill_only && self.reserve_decode_blocks(now, sinks);
                 self.step_decodes = !prefill_only && self.n_dec > 0;
                 let per_decode = 1 + self.p.spec_k;
@@ -1189,10 +1219,10 @@ impl<C: StepCostModel> Replica<C> {
                 let mut budget = self.p.max_num_batched_tokens;
                 let mut first = true;
                 // Static batching admits only into an empty replica, the whole batch at once.
-                let admit = !self.p.static_batching || self.n_running == 0;
+                let admit = !self.p.batching.is_static() || self.n_running == 0;
                 while admit && self.n_running < self.max_running() {
                     // A lone recompute longer than the budget may still run alone.
-                    let cap = if first || self.p.static_batching { u32::MAX } else { budget };
+                    let cap = if first || self.p.batching.is_static() { u32::MAX } else { budget };
                     if !self.try_admit(now, cap, true, sinks) {
                         break;
                     }
@@ -1293,7 +1323,7 @@ impl<C: StepCostModel> Replica<C> {
                 && self.chunks.is_empty()
                 && self.joiners.is_empty()
                 && self.prefilling.is_empty()
-                && (self.waiting.is_empty() || (self.p.chunked_prefill && self.n_running >= self.p.max_num_seqs))
+                && (self.waiting.is_empty() || (self.p.batching.chunked() && self.n_running >= self.p.max_num_seqs))
                 && self.extra_pending == 0
                 && self.finish.peek().is_none_or(|Reverse(e)| e.0 > self.d + 1)
                 && (self.phase_count[self.next_mod() as usize] as u64) <= self.free_blocks + self.reserved;

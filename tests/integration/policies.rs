@@ -199,10 +199,14 @@ fn presets_and_the_batching_tradeoffs() {
     let orca = run(MIXED, &["engine.preset=\"orca\"", "engine.max_num_batched_tokens=16384"]);
     let stat = run(MIXED, &["engine.preset=\"static\"", "engine.max_num_seqs=32"]);
     // Presets set their knobs; explicit keys win.
-    assert!(v1.setup.pools[0].engine.chunked_prefill && v1.setup.pools[0].engine.max_num_batched_tokens == 8192);
+    use servesim::engine::BatchPolicy;
+    let batching = |r: &servesim::Report| r.setup.pools[0].engine.batching;
+    assert!(batching(&v1).chunked() && v1.setup.pools[0].engine.max_num_batched_tokens == 8192);
     assert_eq!(sarathi.setup.pools[0].engine.max_num_batched_tokens, 512);
-    assert!(!v0.setup.pools[0].engine.chunked_prefill && v0.setup.pools[0].engine.max_num_batched_tokens == 16384);
-    assert!(orca.setup.pools[0].engine.mixed_prefill && stat.setup.pools[0].engine.static_batching);
+    assert_eq!(batching(&v0), BatchPolicy::PrefillSteps);
+    assert_eq!(v0.setup.pools[0].engine.max_num_batched_tokens, 16384);
+    assert_eq!(batching(&orca), BatchPolicy::Mixed);
+    assert!(batching(&stat).is_static());
     // Sarathi-Serve's result: chunked prefill with a small budget removes the
     // decode stalls that prefill-only steps cause (p99 TPOT), on the same
     // arrivals, at the price of a slower first token; a chunk as large as
@@ -399,4 +403,21 @@ fn prefill_first_trades_decode_stalls_for_a_faster_first_token() {
     let med_ttft = |r: &Report| r.summary.metrics.ttft.dist.median();
     assert!(med_ttft(&prefill_first) < med_ttft(&decode_first));
     assert_eq!(prefill_first.summary.metrics.failed, 0);
+}
+
+/// The batching settings map to one `BatchPolicy`; the combinations that no
+/// policy describes are refused, naming the key.
+#[test]
+fn impossible_batching_combinations_are_refused() {
+    let base = "num_requests = 10\n[model]\nname = \"llama-3.1-8b\"\n[workload]\nrate = 1\n[engine]\n";
+    for (engine, key) in [
+        ("batching = \"static\"\nchunked_prefill = true", "engine.batching"),
+        ("batching = \"static\"\nchunked_prefill = false\nmixed_prefill = true", "engine.mixed_prefill"),
+        ("chunked_prefill = true\nmixed_prefill = true", "engine.mixed_prefill"),
+        ("chunked_prefill = false\nprefill_first = true", "engine.prefill_first"),
+    ] {
+        let e = servesim::config::load_scenario_str(&format!("{base}{engine}\n"), std::path::Path::new("t.toml"), &[])
+            .expect_err(engine);
+        assert_eq!(e.key.as_deref(), Some(key), "{engine}: {e}");
+    }
 }
