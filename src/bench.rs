@@ -5,7 +5,7 @@
 //! Each size runs in a fresh child process so that its peak RSS is its own.
 
 use crate::config::load_scenario_str;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, at};
 use clap::Args;
 use std::path::Path;
 use std::process::Command;
@@ -70,9 +70,9 @@ tpot_ms = 50
 
 fn bench_sweep(exe: &Path) -> Result<()> {
     let dir = std::env::temp_dir().join(format!("servesim-bench-sweep-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
+    std::fs::create_dir_all(&dir).map_err(at("create", &dir))?;
     let file = dir.join("sweep.toml");
-    std::fs::write(&file, sweep_toml())?;
+    std::fs::write(&file, sweep_toml()).map_err(at("write", &file))?;
     println!("servesim bench --sweep: 1,000 points × 10,000 requests (Llama-3.1-8B bf16, H100-SXM, chat lengths)");
     let mut walls = Vec::new();
     for jobs in [1, 2] {
@@ -104,7 +104,8 @@ fn bench_sweep(exe: &Path) -> Result<()> {
         return Err(Error::Runtime(format!("bench plot failed: {}", String::from_utf8_lossy(&st.stderr))));
     }
     println!("  redrawing the three sweep charts (SVG + PNG): {:.2} s", t0.elapsed().as_secs_f64());
-    let same = std::fs::read(dir.join("out1/sweep.csv"))? == std::fs::read(dir.join("out2/sweep.csv"))?;
+    let read = |p: std::path::PathBuf| std::fs::read(&p).map_err(at("read", &p));
+    let same = read(dir.join("out1/sweep.csv"))? == read(dir.join("out2/sweep.csv"))?;
     println!("  sweep.csv identical for --jobs 1 and 2: {same}");
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
@@ -316,9 +317,9 @@ pub fn main(a: BenchArgs) -> Result<()> {
     if a.with_run {
         let n = *a.sizes.iter().max().unwrap_or(&1_000_000);
         let dir = std::env::temp_dir().join(format!("servesim-bench-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
+        std::fs::create_dir_all(&dir).map_err(at("create", &dir))?;
         let file = dir.join("bench.toml");
-        std::fs::write(&file, scenario_toml(n, a.replicas, &a.router))?;
+        std::fs::write(&file, scenario_toml(n, a.replicas, &a.router)).map_err(at("write", &file))?;
         let t0 = Instant::now();
         let st = Command::new(&exe)
             .args([

@@ -11,7 +11,7 @@ mod sweep_charts;
 pub use run_charts::{cdf_figure, gantt_figure, timeseries_figure};
 pub use sweep_charts::{SweepPoint, hockey_figure, pareto_figure, tradeoff_figure};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, at};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -570,7 +570,8 @@ pub fn save(f: &Figure, dir: &Path, stem: &str) -> Result<String> {
         let root = BitMapBackend::new(&tmp, size_of(f)).into_drawing_area();
         draw_figure(root, f).map_err(|e| Error::Runtime(format!("cannot draw {stem}.png: {e}")))?;
     }
-    std::fs::rename(&tmp, dir.join(format!("{stem}.png")))?;
+    let png = dir.join(format!("{stem}.png"));
+    std::fs::rename(&tmp, &png).map_err(at("write", &png))?;
     Ok(svg)
 }
 

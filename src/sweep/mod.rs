@@ -13,7 +13,7 @@ mod output;
 pub use output::{MANIFEST, POINTS, SweepManifest, chart_points, merge, read_points, write_charts, write_outputs};
 
 use crate::config::{LoadedScenario, SweepMode, parse_value};
-use crate::error::{ConfigError, Error, Result};
+use crate::error::{ConfigError, Error, Result, at};
 use crate::metrics::Summary;
 use crate::workload::stream_seed;
 use crate::{Catalog, resolve, run_setup};
@@ -484,10 +484,10 @@ pub fn run_sweep(
                 .hint("pass --resume to continue it, --force to start over, or --out DIR")
                 .into());
         } else {
-            std::fs::remove_file(&points_file)?;
+            std::fs::remove_file(&points_file).map_err(at("remove", &points_file))?;
         }
     }
-    std::fs::create_dir_all(dir)?;
+    std::fs::create_dir_all(dir).map_err(at("create", dir))?;
     crate::report::write_json(&dir.join(MANIFEST), &SweepManifest { shard: opts.shard, ..manifest })?;
     let todo: Vec<(usize, &Vec<(String, toml::Value)>)> = points
         .iter()
@@ -495,7 +495,8 @@ pub fn run_sweep(
         .filter(|(i, _)| opts.shard.is_none_or(|(k, n)| i % n == k))
         .filter(|(i, _)| !done.iter().any(|p| p.index == *i))
         .collect();
-    let file = std::fs::OpenOptions::new().create(true).append(true).open(&points_file)?;
+    let file =
+        std::fs::OpenOptions::new().create(true).append(true).open(&points_file).map_err(at("open", &points_file))?;
     let sink = Mutex::new(std::io::BufWriter::new(file));
     let bar = if opts.progress {
         let b = indicatif::ProgressBar::new(todo.len() as u64);
@@ -514,8 +515,7 @@ pub fn run_sweep(
                 let line = serde_json::to_string(&r).map_err(|e| Error::Runtime(e.to_string()))?;
                 {
                     let mut w = sink.lock().map_err(|_| Error::Runtime("points file lock poisoned".into()))?;
-                    writeln!(w, "{line}")?;
-                    w.flush()?;
+                    writeln!(w, "{line}").and_then(|_| w.flush()).map_err(at("append to", &points_file))?;
                 }
                 bar.inc(1);
                 Ok(r)

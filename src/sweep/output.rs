@@ -3,7 +3,7 @@
 
 use super::{Grid, HEADLINE, PointResult};
 use crate::config::LoadedScenario;
-use crate::error::{ConfigError, Error, Result};
+use crate::error::{ConfigError, Error, Result, at};
 use crate::plot::{self, SweepPoint};
 use serde::{Deserialize, Serialize};
 use std::io::BufRead;
@@ -81,7 +81,7 @@ impl SweepManifest {
 /// interruption (the file is rewritten without it, so appends stay whole).
 pub fn read_points_repair(path: &Path) -> Result<Vec<PointResult>> {
     let points = read_points(path)?;
-    let text = std::fs::read_to_string(path)?;
+    let text = std::fs::read_to_string(path).map_err(at("read", path))?;
     if !text.is_empty()
         && (!text.ends_with('\n') || text.lines().filter(|l| !l.trim().is_empty()).count() != points.len())
     {
@@ -97,8 +97,9 @@ pub fn read_points_repair(path: &Path) -> Result<Vec<PointResult>> {
 
 /// Reads a `points.jsonl`, ignoring a last line cut short by an interruption.
 pub fn read_points(path: &Path) -> Result<Vec<PointResult>> {
-    let f = std::fs::File::open(path)?;
-    let lines: Vec<String> = std::io::BufReader::new(f).lines().collect::<std::io::Result<_>>()?;
+    let f = std::fs::File::open(path).map_err(at("read", path))?;
+    let lines: Vec<String> =
+        std::io::BufReader::new(f).lines().collect::<std::io::Result<_>>().map_err(at("read", path))?;
     let mut out = Vec::new();
     for (i, l) in lines.iter().enumerate() {
         if l.trim().is_empty() {
@@ -304,7 +305,7 @@ pub fn merge(dirs: &[std::path::PathBuf], out: &Path, partial: bool) -> Result<V
         .hint("finish the missing shards (servesim sweep ... --shard K/N --resume), or pass --partial to merge what is there")
         .into());
     }
-    std::fs::create_dir_all(out)?;
+    std::fs::create_dir_all(out).map_err(at("create", out))?;
     let merged = SweepManifest { shard: None, ..manifest };
     crate::report::write_json(&out.join(MANIFEST), &merged)?;
     crate::report::write_atomic(&out.join(POINTS), |w| {

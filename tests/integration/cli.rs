@@ -228,6 +228,15 @@ fn bad_overrides_and_missing_files() {
     assert!(text(&o).1.contains("does-not-exist.toml"));
     assert_eq!(servesim(&["run"]).status.code(), Some(2));
     assert_eq!(servesim(&["frobnicate"]).status.code(), Some(2));
+    // A results folder that cannot be made: the error names the path.
+    let d = tempfile::tempdir().unwrap();
+    let file = d.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let out = file.join("sweep");
+    let o =
+        servesim(&["sweep", "scenarios/quickstart.toml", "--grid", "workload.rate=4", "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).1.contains(out.to_str().unwrap()), "{}", text(&o).1);
 }
 
 #[test]
