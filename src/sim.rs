@@ -1,23 +1,38 @@
-//! The discrete-event loop.
+//! The discrete-event loop: [`EventLoop`] owns the clock, the event queue,
+//! the replicas and the routers, with one method per event kind.
 //!
 //! # Ordering and determinism
-//! Events are processed in time order. Events at the same instant are ordered
-//! by class: step completions first (lowest replica index first), then
-//! arrivals and admissions (lowest request id first), then replica wake-ups —
-//! so requests arriving together are batched together. No wall-clock time,
-//! hash-map order or thread scheduling enters the loop: the same setup and
-//! seed give bit-identical records.
+//! Events are handled in time order. Arrivals come from the request
+//! [`Source`]; the queue holds the other five kinds. At equal times:
+//!
+//! 1. `StepEnd`, lowest replica first: a finished step frees batch slots and
+//!    KV blocks before anyone is admitted at that instant;
+//! 2. arrivals, in request order: a request arriving at the same instant as
+//!    an admission or a wake-up is seen by it, so requests that arrive
+//!    together are batched together;
+//! 3. `Admit` (end of preprocessing), lowest request first: it enters a queue
+//!    before the wake-up that may schedule it;
+//! 4. `Wake`, lowest replica first: an idle replica plans its next step after
+//!    everything else that happened at that instant;
+//! 5. `Timeout`, lowest request first: a client gives up only if nothing at
+//!    that instant served it;
+//! 6. `Transfer`, lowest request first: the request joins a decode replica's
+//!    queue and queues that replica's wake-up at the same instant, so it is
+//!    still served then.
+//!
+//! No wall-clock time, hash-map order or thread scheduling enters the loop:
+//! the same setup and seed give bit-identical records.
 
 use crate::Setup;
 use crate::cluster::{ReplicaLoad, Router};
-use crate::config::{CostModelKind, PoolRole, QueueOrder, RouterKind};
+use crate::config::{CostModelKind, DisaggregationConfig, PoolRole, QueueOrder, RouterKind};
 use crate::cost::{ConstantStep, ExponentialStep, KernelModel, Roofline, Speculative, StepCostModel};
 use crate::engine::{Replica, ReplicaStats, Sinks, Span};
 use crate::metrics::{LogHistogram, RejectReason, RequestRecord, Status};
 use crate::rng::Stream;
 use crate::workload::{Source, stream_seed};
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 /// Everything the simulation observed.
 #[derive(Debug, Clone)]
@@ -105,11 +120,16 @@ impl Sampler {
     }
 }
 
+/// Event kinds, in their order at equal times (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
+    /// A replica's step ends.
     StepEnd = 0,
+    /// A request's preprocessing ends: it is routed (or held by the central queue).
     Admit = 1,
+    /// An idle replica looks at its queue.
     Wake = 2,
+    /// A client's `max_wait_s` runs out.
     Timeout = 3,
     /// A prefill replica's KV cache has reached the decode pool.
     Transfer = 4,
@@ -276,412 +296,493 @@ pub fn simulate_with<C: StepCostModel>(
     check: bool,
     fast: bool,
 ) -> SimOutput {
-    let s = &setup.scenario;
-    let warmup = s.warmup_s;
-    let pool = pool_of(setup);
-    let n_rep = pool.len();
-    let mut replicas: Vec<Replica<C>> = (0..n_rep as u32)
-        .map(|i| {
-            let p = pool[i as usize];
-            let mut r = Replica::new(i, setup.pools[p as usize].engine, make_cost(i), warmup);
-            r.stats.pool = p;
-            r
-        })
-        .collect();
-    // Requests enter at the mixed or prefill pools (replicas 0..n_entry); decode pools follow.
-    let n_entry = pool.iter().take_while(|&&p| setup.pools[p as usize].role != PoolRole::Decode).count();
-    let mut dec_router = Router::new(s.hardware.router, (n_rep - n_entry).max(1), Stream::DecodeRouter.seed(seed));
-    let link = s.disaggregation.clone().unwrap_or_default();
-    let kv_bytes_per_token = setup.llm.kv_bytes_per_token(setup.llm.num_layers as f64, 1.0, s.kv_dtype().bytes());
-    let mut handoffs: Vec<u32> = Vec::new();
-    let groups: std::sync::Arc<[(u32, u32)]> =
-        setup.workload.classes.iter().map(|c| (c.prefix_group, c.prefix_tokens)).collect();
-    // Acceptance rates per class, per pool (each pool may speculate or not).
-    let alpha: Vec<std::sync::Arc<[f64]>> = setup
-        .pools
-        .iter()
-        .map(|p| match crate::config::SpeculativeConfig::active(&p.engine_config) {
-            Some(sp) => setup.workload.classes.iter().map(|c| c.spec_acceptance.unwrap_or(sp.acceptance)).collect(),
-            None => std::sync::Arc::from(Vec::new()),
-        })
-        .collect();
-    for r in replicas.iter_mut() {
-        r.set_prefix_groups(groups.clone());
-        r.set_trace_hashes(setup.workload.trace.as_ref().map(|t| t.trace.clone()));
-        r.set_speculative(alpha[r.stats.pool as usize].clone(), Stream::Speculative.seed(seed));
-    }
-    let mut router =
-        Router::new(s.hardware.router, n_entry, Stream::Router.seed(seed)).with_prefix_cap(s.hardware.prefix_load_cap);
-    let mut prefix_ids: Vec<u64> = Vec::new();
-    let mut requests = Source::new(&setup.workload, seed);
-    let notify = requests.needs_feedback();
-    let cap = setup.workload.num_requests.unwrap_or(0).min(1 << 26) as usize;
-    let mut records: Vec<RequestRecord> = Vec::with_capacity(cap);
-    let mut itl = vec![LogHistogram::new(); setup.workload.classes.len()];
-    let mut done: Vec<u32> = Vec::new();
-    // Clipping makes a request fit every pool, whichever serves it: the
-    // cluster-wide limit is the smallest pool's (the order of pools never matters).
-    let max_len = setup.max_model_len();
-    let clip_long = setup.workload.clip;
-    let keyer = Keyer::new(setup, seed);
-    let mut limits = Limits::new(setup);
-    let max_wait = s.engine.max_wait_s;
-    let mut completed = 0u64;
-    let mut heap: BinaryHeap<Event> = BinaryHeap::new();
-    let mut wake_pending = vec![false; n_rep];
-    let pre_fixed = s.engine.preprocess_ms * 1e-3;
-    let pre_tok = s.engine.preprocess_us_per_token * 1e-6;
-    // The frontend's workers (when limited): the time each is next free.
-    // Arrivals come in time order, so taking the earliest-free worker is FCFS.
-    let mut frontend: Vec<f64> = vec![0.0; s.engine.frontend_workers as usize];
-    let mut now = 0.0f64;
-    let mut in_system = 0u64;
-    let mut area = 0.0f64;
-    let mut events = 0u64;
-    let mut last_step_end = f64::NAN;
-    let mut trace: Vec<Span> = Vec::new();
-    let mut sampler = Sampler { next: 0.0, interval: 0.05, samples: Vec::new() };
+    EventLoop::new(setup, seed, make_cost, check, fast).run()
+}
 
-    // Refuses a request already counted in the system.
-    macro_rules! refuse {
-        ($id:expr, $why:expr) => {{
-            let id: u32 = $id;
-            records[id as usize].status = Status::Rejected($why);
-            in_system -= 1;
-            if notify {
-                requests.done(id, now, false);
-            }
-        }};
-    }
+/// What the run records: the engine writes into it through [`Sinks`].
+struct Observed {
+    records: Vec<RequestRecord>,
+    itl: Vec<LogHistogram>,
+    completed: u64,
+    trace: Vec<Span>,
+    /// Completions not yet reported to the request source (closed loops, sessions).
+    done: Vec<u32>,
+    /// Requests a prefill replica has just handed over.
+    handoffs: Vec<u32>,
+    warmup: f64,
+    notify: bool,
+}
 
-    // Central queue: requests wait at the router until a replica has room
-    // (fewer than max_num_seqs outstanding), first come first served.
-    let central = s.hardware.router == RouterKind::CentralQueue;
-    let room = |r: &Replica<C>| r.params().max_num_seqs;
-    let mut held: std::collections::VecDeque<u32> = std::collections::VecDeque::new();
-    macro_rules! dispatch {
-        () => {
-            while let Some(&id) = held.front() {
-                if records[id as usize].status != Status::InFlight {
-                    held.pop_front();
-                    continue;
-                }
-                let r = router.pick(u32::MAX);
-                if replicas[r].outstanding() >= room(&replicas[r]) {
-                    break;
-                }
-                held.pop_front();
-                let rec = &mut records[id as usize];
-                rec.replica = r as u32;
-                let work = rec.prompt as u64 + rec.output as u64;
-                let key = keyer.key(replicas[r].stats.pool, id, rec);
-                let queued = replicas[r].enqueue(now, id, key, work);
-                debug_assert!(queued, "a replica with room accepts");
-                router.observe(r, &replicas[r]);
-                if !replicas[r].is_busy() && !wake_pending[r] {
-                    wake_pending[r] = true;
-                    heap.push(Event { t: now, kind: Kind::Wake, key: r as u32 });
-                }
-            }
-        };
-    }
-    // Admits request `id` now: to the central queue, or routed to a replica.
-    macro_rules! admit_now {
-        ($id:expr) => {{
-            let id: u32 = $id;
-            if central {
-                records[id as usize].admitted = now;
-                held.push_back(id);
-                dispatch!();
-            } else {
-                if !admit(
-                    id,
-                    &keyer,
-                    now,
-                    &mut records,
-                    &mut replicas,
-                    &mut router,
-                    &mut heap,
-                    &mut wake_pending,
-                    &mut prefix_ids,
-                ) {
-                    refuse!(id, RejectReason::QueueFull);
-                }
-            }
-        }};
-    }
-
-    // Tells the router of replica `r`'s pool about its new load.
-    macro_rules! observe {
-        ($r:expr) => {{
-            let r: usize = $r;
-            if r < n_entry {
-                router.observe(r, &replicas[r]);
-            } else {
-                dec_router.observe(r - n_entry, &replicas[r]);
-            }
-        }};
-    }
-
-    macro_rules! sinks {
-        () => {
-            Sinks {
-                records: &mut records,
-                itl: &mut itl,
-                warmup,
-                completed: &mut completed,
-                trace: &mut trace,
-                trace_limit: TRACE_REQUESTS,
-                notify,
-                done: &mut done,
-                handoffs: &mut handoffs,
-            }
-        };
-    }
-
-    loop {
-        let top = heap.peek().copied();
-        let next_arrival = requests.peek_time();
-        let take_arrival = match (top, next_arrival) {
-            (None, None) => break,
-            (None, Some(_)) => true,
-            (Some(_), None) => false,
-            (Some(e), Some(a)) => a < e.t || (a == e.t && e.kind != Kind::StepEnd),
-        };
-        events += 1;
-        let t_next = if take_arrival { next_arrival.unwrap_or(now) } else { top.map_or(now, |e| e.t) };
-        if sampler.due(t_next) {
-            sampler.take(sampler.next, &replicas, completed);
+impl Observed {
+    fn sinks(&mut self) -> Sinks<'_> {
+        Sinks {
+            records: &mut self.records,
+            itl: &mut self.itl,
+            warmup: self.warmup,
+            completed: &mut self.completed,
+            trace: &mut self.trace,
+            trace_limit: TRACE_REQUESTS,
+            notify: self.notify,
+            done: &mut self.done,
+            handoffs: &mut self.handoffs,
         }
-        if take_arrival {
-            let mut a = requests.pop().expect("arrival");
-            area += in_system as f64 * (a.arrival - now);
-            now = a.arrival;
-            let id = records.len() as u32;
-            let clipped = clip_long && clip(max_len, &mut a.prompt, &mut a.output);
-            let mut rec = RequestRecord::new(a.arrival, a.prompt, a.output);
-            rec.class = a.class;
-            rec.session = a.session;
-            rec.prefix = a.prefix.min(a.prompt);
-            rec.clipped = clipped;
-            rec.trace_row = a.trace_row;
-            let refused = reject_reason(setup, a.prompt, a.output).or_else(|| {
-                limits.take(a.class, now, a.prompt as f64 + a.output as f64).then_some(RejectReason::RateLimited)
-            });
-            if let Some(reason) = refused {
-                rec.status = Status::Rejected(reason);
-                records.push(rec);
-                if notify {
-                    requests.done(id, now, false);
-                }
-                continue;
-            }
-            records.push(rec);
-            in_system += 1;
-            if let Some(w) = max_wait {
-                heap.push(Event { t: now + w, kind: Kind::Timeout, key: id });
-            }
-            let mut delay = pre_fixed + pre_tok * a.prompt as f64;
-            if let Some(w) = frontend.iter_mut().min_by(|x, y| x.total_cmp(y)) {
-                let start = w.max(now);
-                *w = start + delay;
-                delay = *w - now;
-            }
-            if delay > 0.0 {
-                heap.push(Event { t: now + delay, kind: Kind::Admit, key: id });
-                continue;
-            }
-            admit_now!(id);
-            continue;
-        }
-        let e = heap.pop().expect("event");
-        area += in_system as f64 * (e.t - now);
-        now = e.t;
-        match e.kind {
-            Kind::Admit => {
-                // A request whose client gave up during preprocessing is gone.
-                if records[e.key as usize].status == Status::InFlight {
-                    admit_now!(e.key);
-                }
-            }
-            Kind::Timeout => {
-                let rec = &records[e.key as usize];
-                if rec.status == Status::InFlight && rec.first_scheduled.is_nan() {
-                    let r = rec.replica;
-                    refuse!(e.key, RejectReason::TimedOut);
-                    if r != u32::MAX {
-                        let rec = &records[e.key as usize];
-                        replicas[r as usize].cancel_waiting(now, rec.prompt as u64 + rec.output as u64);
-                        observe!(r as usize);
-                    }
-                }
-            }
-            Kind::Transfer => {
-                let id = e.key;
-                let from = records[id as usize].replica as usize;
-                replicas[from].release_handoff(now, id, &records);
-                observe!(from);
-                if !replicas[from].is_busy() && !wake_pending[from] {
-                    wake_pending[from] = true;
-                    heap.push(Event { t: now, kind: Kind::Wake, key: from as u32 });
-                }
-                let rec = &mut records[id as usize];
-                let r = n_entry + dec_router.pick(rec.session);
-                rec.replica = r as u32;
-                let work = (rec.output - rec.generated) as u64;
-                let key = keyer.key(replicas[r].stats.pool, id, rec);
-                if !replicas[r].enqueue_ready(now, id, key, work) {
-                    refuse!(id, RejectReason::QueueFull);
-                    continue;
-                }
-                observe!(r);
-                if !replicas[r].is_busy() && !wake_pending[r] {
-                    wake_pending[r] = true;
-                    heap.push(Event { t: now, kind: Kind::Wake, key: r as u32 });
-                }
-            }
-            Kind::Wake => {
-                let r = e.key as usize;
-                wake_pending[r] = false;
-                if !replicas[r].is_busy()
-                    && let Some(end) = replicas[r].plan_step(now, &mut sinks!())
-                {
-                    heap.push(Event { t: end, kind: Kind::StepEnd, key: e.key });
-                }
-                if let Some(at) = replicas[r].take_wake() {
-                    // Static batching: look at the queue again when its batch is due.
-                    heap.push(Event { t: at, kind: Kind::Wake, key: e.key });
-                }
-                observe!(r);
-            }
-            Kind::StepEnd => {
-                let r = e.key as usize;
-                let mut t = now;
-                // Run this replica's steps inline while nothing else can happen before they end.
-                let mut horizon = heap.peek().map_or(f64::INFINITY, |x| x.t).min(next_arrival.unwrap_or(f64::INFINITY));
-                loop {
-                    let before = completed;
-                    let next = replicas[r].finish_step(t, &mut sinks!());
-                    in_system -= completed - before;
-                    if central && completed != before && !held.is_empty() {
-                        // Room freed for a held request: stop stepping inline to dispatch it now.
-                        horizon = horizon.min(t);
-                    }
-                    if !handoffs.is_empty() {
-                        for id in handoffs.drain(..) {
-                            // The prompt's KV cache crosses the link to a decode replica.
-                            let rec = &records[id as usize];
-                            let bytes = kv_bytes_per_token * (rec.prompt + rec.generated - 1) as f64;
-                            let at = t + bytes / (link.kv_transfer_gbps * 1e9) + link.kv_transfer_latency_ms * 1e-3;
-                            heap.push(Event { t: at, kind: Kind::Transfer, key: id });
-                            horizon = horizon.min(at);
-                        }
-                    }
-                    if notify && !done.is_empty() {
-                        // Closed-loop users and sessions send their next request.
-                        for id in done.drain(..) {
-                            requests.done(id, t, true);
-                        }
-                        horizon = horizon.min(requests.peek_time().unwrap_or(f64::INFINITY));
-                    }
-                    if check && let Err(msg) = replicas[r].check_invariants() {
-                        panic!("replica {r} at t = {t}: {msg}");
-                    }
-                    if check {
-                        let (have, want) = (replicas[r].pending_tokens(), replicas[r].recount_pending(&records));
-                        assert_eq!(have, want, "replica {r} at t = {t}: pending tokens");
-                    }
-                    let next = match next {
-                        Some(_) if fast => {
-                            let stop = horizon.min(sampler.next);
-                            let end = replicas[r].fast_forward(stop, &mut sinks!(), check, &mut area, in_system);
-                            t = replicas[r].step_start();
-                            Some(end)
-                        }
-                        other => other,
-                    };
-                    match next {
-                        Some(end) if end < horizon => {
-                            area += in_system as f64 * (end - t);
-                            t = end;
-                            events += 1;
-                            if sampler.due(t) {
-                                sampler.take(t, &replicas, completed);
-                            }
-                        }
-                        Some(end) => {
-                            heap.push(Event { t: end, kind: Kind::StepEnd, key: e.key });
-                            break;
-                        }
-                        None => break,
-                    }
-                }
-                now = t;
-                last_step_end = t;
-                if let Some(at) = replicas[r].take_wake() {
-                    heap.push(Event { t: at, kind: Kind::Wake, key: e.key });
-                }
-                observe!(r);
-                if central {
-                    dispatch!();
-                }
-            }
-        }
-    }
-    for r in &mut replicas {
-        r.close(now);
-    }
-    let mut pooled = LogHistogram::new();
-    for h in &itl {
-        pooled.merge(h);
-    }
-    SimOutput {
-        records,
-        itl: pooled,
-        itl_by_class: itl,
-        replicas: replicas.into_iter().map(|r| r.stats).collect(),
-        end_time: if last_step_end.is_nan() { now } else { last_step_end },
-        run_end: now,
-        in_system_area: area,
-        events,
-        timeseries: sampler.samples,
-        trace,
     }
 }
 
-/// Routes request `id` to a replica and queues it there with sort key
-/// `key`; false when that replica's queue is full.
-#[allow(clippy::too_many_arguments)]
-fn admit<C: StepCostModel>(
-    id: u32,
-    keyer: &Keyer,
+/// The discrete-event loop of one run: the clock, the event queue, the
+/// replicas and routers, and one method per event kind (see the module docs
+/// for their order at equal times).
+struct EventLoop<'s, C: StepCostModel> {
+    setup: &'s Setup,
+    /// Verify every replica's invariants after every step.
+    check: bool,
+    /// Run steady decode steps through [`Replica::fast_forward`].
+    fast: bool,
+    /// The clock: the time of the event being handled, s.
     now: f64,
-    records: &mut [RequestRecord],
-    replicas: &mut [Replica<C>],
-    router: &mut Router,
-    heap: &mut BinaryHeap<Event>,
-    wake_pending: &mut [bool],
-    prefix_ids: &mut Vec<u64>,
-) -> bool {
-    let rec = &mut records[id as usize];
-    let r = if router.wants_prefix() {
-        replicas[0].prefix_ids(id, rec, prefix_ids);
-        router.pick_prefix(prefix_ids)
-    } else {
-        router.pick(rec.session)
-    };
-    rec.admitted = now;
-    rec.replica = r as u32;
-    let key = keyer.key(replicas[r].stats.pool, id, rec);
-    if !replicas[r].enqueue(now, id, key, rec.prompt as u64 + rec.output as u64) {
-        return false;
+    /// Pending events; arrivals come from `requests` instead.
+    queue: BinaryHeap<Event>,
+    requests: Source,
+    replicas: Vec<Replica<C>>,
+    /// Replicas `0..n_entry` take arrivals (mixed or prefill pools); the rest decode.
+    n_entry: usize,
+    router: Router,
+    dec_router: Router,
+    /// A `Wake` of this replica is queued for the current instant.
+    wake_pending: Vec<bool>,
+    /// `router = "central-queue"`: requests wait at the router, first come
+    /// first served, until a replica has room.
+    central: bool,
+    held: VecDeque<u32>,
+    keyer: Keyer,
+    limits: Limits,
+    /// When each front-end worker is next free (none: unlimited).
+    frontend: Vec<f64>,
+    prefix_ids: Vec<u64>,
+    obs: Observed,
+    sampler: Sampler,
+    /// Requests admitted and not yet finished or refused.
+    in_system: u64,
+    /// ∫ in_system dt (Little's law).
+    area: f64,
+    events: u64,
+    last_step_end: f64,
+    /// The longest request every pool accepts (clipping makes a request fit it).
+    max_len: u32,
+    clip_long: bool,
+    max_wait: Option<f64>,
+    pre_fixed: f64,
+    pre_tok: f64,
+    kv_bytes_per_token: f64,
+    link: DisaggregationConfig,
+}
+
+impl<'s, C: StepCostModel> EventLoop<'s, C> {
+    fn new(setup: &'s Setup, seed: u64, make_cost: impl Fn(u32) -> C, check: bool, fast: bool) -> Self {
+        let s = &setup.scenario;
+        let warmup = s.warmup_s;
+        let pool = pool_of(setup);
+        let n_rep = pool.len();
+        let mut replicas: Vec<Replica<C>> = (0..n_rep as u32)
+            .map(|i| {
+                let p = pool[i as usize];
+                let mut r = Replica::new(i, setup.pools[p as usize].engine, make_cost(i), warmup);
+                r.stats.pool = p;
+                r
+            })
+            .collect();
+        let n_entry = pool.iter().take_while(|&&p| setup.pools[p as usize].role != PoolRole::Decode).count();
+        let groups: std::sync::Arc<[(u32, u32)]> =
+            setup.workload.classes.iter().map(|c| (c.prefix_group, c.prefix_tokens)).collect();
+        // Acceptance rates per class, per pool (each pool may speculate or not).
+        let alpha: Vec<std::sync::Arc<[f64]>> = setup
+            .pools
+            .iter()
+            .map(|p| match crate::config::SpeculativeConfig::active(&p.engine_config) {
+                Some(sp) => setup.workload.classes.iter().map(|c| c.spec_acceptance.unwrap_or(sp.acceptance)).collect(),
+                None => std::sync::Arc::from(Vec::new()),
+            })
+            .collect();
+        for r in replicas.iter_mut() {
+            r.set_prefix_groups(groups.clone());
+            r.set_trace_hashes(setup.workload.trace.as_ref().map(|t| t.trace.clone()));
+            r.set_speculative(alpha[r.stats.pool as usize].clone(), Stream::Speculative.seed(seed));
+        }
+        let requests = Source::new(&setup.workload, seed);
+        let notify = requests.needs_feedback();
+        let cap = setup.workload.num_requests.unwrap_or(0).min(1 << 26) as usize;
+        EventLoop {
+            setup,
+            check,
+            fast,
+            now: 0.0,
+            queue: BinaryHeap::new(),
+            requests,
+            replicas,
+            n_entry,
+            router: Router::new(s.hardware.router, n_entry, Stream::Router.seed(seed))
+                .with_prefix_cap(s.hardware.prefix_load_cap),
+            dec_router: Router::new(s.hardware.router, (n_rep - n_entry).max(1), Stream::DecodeRouter.seed(seed)),
+            wake_pending: vec![false; n_rep],
+            central: s.hardware.router == RouterKind::CentralQueue,
+            held: VecDeque::new(),
+            keyer: Keyer::new(setup, seed),
+            limits: Limits::new(setup),
+            frontend: vec![0.0; s.engine.frontend_workers as usize],
+            prefix_ids: Vec::new(),
+            obs: Observed {
+                records: Vec::with_capacity(cap),
+                itl: vec![LogHistogram::new(); setup.workload.classes.len()],
+                completed: 0,
+                trace: Vec::new(),
+                done: Vec::new(),
+                handoffs: Vec::new(),
+                warmup,
+                notify,
+            },
+            sampler: Sampler { next: 0.0, interval: 0.05, samples: Vec::new() },
+            in_system: 0,
+            area: 0.0,
+            events: 0,
+            last_step_end: f64::NAN,
+            // Clipping makes a request fit every pool, whichever serves it: the
+            // cluster-wide limit is the smallest pool's.
+            max_len: setup.max_model_len(),
+            clip_long: setup.workload.clip,
+            max_wait: s.engine.max_wait_s,
+            pre_fixed: s.engine.preprocess_ms * 1e-3,
+            pre_tok: s.engine.preprocess_us_per_token * 1e-6,
+            kv_bytes_per_token: setup.llm.kv_bytes_per_token(setup.llm.num_layers as f64, 1.0, s.kv_dtype().bytes()),
+            link: s.disaggregation.clone().unwrap_or_default(),
+        }
     }
-    router.observe(r, &replicas[r]);
-    if !replicas[r].is_busy() && !wake_pending[r] {
-        wake_pending[r] = true;
-        heap.push(Event { t: now, kind: Kind::Wake, key: r as u32 });
+
+    /// Handles events in order until none is left; returns what was observed.
+    fn run(mut self) -> SimOutput {
+        loop {
+            let top = self.queue.peek().copied();
+            let next_arrival = self.requests.peek_time();
+            // An arrival goes after step ends at the same instant, before everything else.
+            let take_arrival = match (top, next_arrival) {
+                (None, None) => break,
+                (None, Some(_)) => true,
+                (Some(_), None) => false,
+                (Some(e), Some(a)) => a < e.t || (a == e.t && e.kind != Kind::StepEnd),
+            };
+            self.events += 1;
+            let t_next = if take_arrival { next_arrival.unwrap_or(self.now) } else { top.map_or(self.now, |e| e.t) };
+            if self.sampler.due(t_next) {
+                self.sampler.take(self.sampler.next, &self.replicas, self.obs.completed);
+            }
+            if take_arrival {
+                self.on_arrival();
+                continue;
+            }
+            let e = self.queue.pop().expect("event");
+            self.area += self.in_system as f64 * (e.t - self.now);
+            self.now = e.t;
+            match e.kind {
+                Kind::Admit => self.on_admit(e.key),
+                Kind::Timeout => self.on_timeout(e.key),
+                Kind::Transfer => self.on_transfer(e.key),
+                Kind::Wake => self.on_wake(e.key as usize),
+                Kind::StepEnd => self.on_step_end(e.key as usize, next_arrival),
+            }
+        }
+        self.finish()
     }
-    true
+
+    /// A request arrives: recorded, clipped or refused if it can never fit,
+    /// rate-limited, given its client timeout, and sent through preprocessing.
+    fn on_arrival(&mut self) {
+        let mut a = self.requests.pop().expect("arrival");
+        self.area += self.in_system as f64 * (a.arrival - self.now);
+        self.now = a.arrival;
+        let id = self.obs.records.len() as u32;
+        let clipped = self.clip_long && clip(self.max_len, &mut a.prompt, &mut a.output);
+        let mut rec = RequestRecord::new(a.arrival, a.prompt, a.output);
+        rec.class = a.class;
+        rec.session = a.session;
+        rec.prefix = a.prefix.min(a.prompt);
+        rec.clipped = clipped;
+        rec.trace_row = a.trace_row;
+        let now = self.now;
+        let refused = reject_reason(self.setup, a.prompt, a.output).or_else(|| {
+            self.limits.take(a.class, now, a.prompt as f64 + a.output as f64).then_some(RejectReason::RateLimited)
+        });
+        if let Some(reason) = refused {
+            rec.status = Status::Rejected(reason);
+            self.obs.records.push(rec);
+            if self.obs.notify {
+                self.requests.done(id, now, false);
+            }
+            return;
+        }
+        self.obs.records.push(rec);
+        self.in_system += 1;
+        if let Some(w) = self.max_wait {
+            self.queue.push(Event { t: now + w, kind: Kind::Timeout, key: id });
+        }
+        let mut delay = self.pre_fixed + self.pre_tok * a.prompt as f64;
+        // Arrivals come in time order, so taking the earliest-free worker is FCFS.
+        if let Some(w) = self.frontend.iter_mut().min_by(|x, y| x.total_cmp(y)) {
+            let start = w.max(now);
+            *w = start + delay;
+            delay = *w - now;
+        }
+        if delay > 0.0 {
+            self.queue.push(Event { t: now + delay, kind: Kind::Admit, key: id });
+        } else {
+            self.admit_now(id);
+        }
+    }
+
+    /// Preprocessing is over (a request whose client gave up meanwhile is gone).
+    fn on_admit(&mut self, id: u32) {
+        if self.obs.records[id as usize].status == Status::InFlight {
+            self.admit_now(id);
+        }
+    }
+
+    /// The client gives up on a request that has not started.
+    fn on_timeout(&mut self, id: u32) {
+        let rec = &self.obs.records[id as usize];
+        if rec.status == Status::InFlight && rec.first_scheduled.is_nan() {
+            let r = rec.replica;
+            self.refuse(id, RejectReason::TimedOut);
+            if r != u32::MAX {
+                let rec = &self.obs.records[id as usize];
+                let work = rec.prompt as u64 + rec.output as u64;
+                self.replicas[r as usize].cancel_waiting(self.now, work);
+                self.observe(r as usize);
+            }
+        }
+    }
+
+    /// A request's KV cache has reached the decode pool: the prefill replica
+    /// frees it, a decode replica queues the request.
+    fn on_transfer(&mut self, id: u32) {
+        let now = self.now;
+        let from = self.obs.records[id as usize].replica as usize;
+        self.replicas[from].release_handoff(now, id, &self.obs.records);
+        self.observe(from);
+        self.wake(from);
+        let rec = &mut self.obs.records[id as usize];
+        let r = self.n_entry + self.dec_router.pick(rec.session);
+        rec.replica = r as u32;
+        let work = (rec.output - rec.generated) as u64;
+        let key = self.keyer.key(self.replicas[r].stats.pool, id, rec);
+        if !self.replicas[r].enqueue_ready(now, id, key, work) {
+            self.refuse(id, RejectReason::QueueFull);
+            return;
+        }
+        self.observe(r);
+        self.wake(r);
+    }
+
+    /// An idle replica plans its next step.
+    fn on_wake(&mut self, r: usize) {
+        self.wake_pending[r] = false;
+        if !self.replicas[r].is_busy()
+            && let Some(end) = self.replicas[r].plan_step(self.now, &mut self.obs.sinks())
+        {
+            self.queue.push(Event { t: end, kind: Kind::StepEnd, key: r as u32 });
+        }
+        if let Some(at) = self.replicas[r].take_wake() {
+            // Static batching: look at the queue again when its batch is due.
+            self.queue.push(Event { t: at, kind: Kind::Wake, key: r as u32 });
+        }
+        self.observe(r);
+    }
+
+    /// Replica `r`'s step ends. Its next steps run inline while nothing else
+    /// can happen before they end (the next event or arrival, a hand-off, a
+    /// closed-loop user's next request).
+    fn on_step_end(&mut self, r: usize, next_arrival: Option<f64>) {
+        let mut t = self.now;
+        let mut horizon = self.queue.peek().map_or(f64::INFINITY, |x| x.t).min(next_arrival.unwrap_or(f64::INFINITY));
+        loop {
+            let before = self.obs.completed;
+            let next = self.replicas[r].finish_step(t, &mut self.obs.sinks());
+            self.in_system -= self.obs.completed - before;
+            if self.central && self.obs.completed != before && !self.held.is_empty() {
+                // Room freed for a held request: stop stepping inline to dispatch it now.
+                horizon = horizon.min(t);
+            }
+            if !self.obs.handoffs.is_empty() {
+                for id in self.obs.handoffs.drain(..) {
+                    // The prompt's KV cache crosses the link to a decode replica.
+                    let rec = &self.obs.records[id as usize];
+                    let bytes = self.kv_bytes_per_token * (rec.prompt + rec.generated - 1) as f64;
+                    let at = t + bytes / (self.link.kv_transfer_gbps * 1e9) + self.link.kv_transfer_latency_ms * 1e-3;
+                    self.queue.push(Event { t: at, kind: Kind::Transfer, key: id });
+                    horizon = horizon.min(at);
+                }
+            }
+            if self.obs.notify && !self.obs.done.is_empty() {
+                // Closed-loop users and sessions send their next request.
+                for id in self.obs.done.drain(..) {
+                    self.requests.done(id, t, true);
+                }
+                horizon = horizon.min(self.requests.peek_time().unwrap_or(f64::INFINITY));
+            }
+            if self.check
+                && let Err(msg) = self.replicas[r].check_invariants()
+            {
+                panic!("replica {r} at t = {t}: {msg}");
+            }
+            if self.check {
+                let (have, want) =
+                    (self.replicas[r].pending_tokens(), self.replicas[r].recount_pending(&self.obs.records));
+                assert_eq!(have, want, "replica {r} at t = {t}: pending tokens");
+            }
+            let next = match next {
+                Some(_) if self.fast => {
+                    let stop = horizon.min(self.sampler.next);
+                    let end = self.replicas[r].fast_forward(
+                        stop,
+                        &mut self.obs.sinks(),
+                        self.check,
+                        &mut self.area,
+                        self.in_system,
+                    );
+                    t = self.replicas[r].step_start();
+                    Some(end)
+                }
+                other => other,
+            };
+            match next {
+                Some(end) if end < horizon => {
+                    self.area += self.in_system as f64 * (end - t);
+                    t = end;
+                    self.events += 1;
+                    if self.sampler.due(t) {
+                        self.sampler.take(t, &self.replicas, self.obs.completed);
+                    }
+                }
+                Some(end) => {
+                    self.queue.push(Event { t: end, kind: Kind::StepEnd, key: r as u32 });
+                    break;
+                }
+                None => break,
+            }
+        }
+        self.now = t;
+        self.last_step_end = t;
+        if let Some(at) = self.replicas[r].take_wake() {
+            self.queue.push(Event { t: at, kind: Kind::Wake, key: r as u32 });
+        }
+        self.observe(r);
+        if self.central {
+            self.dispatch();
+        }
+    }
+
+    /// Refuses a request already counted in the system.
+    fn refuse(&mut self, id: u32, why: RejectReason) {
+        self.obs.records[id as usize].status = Status::Rejected(why);
+        self.in_system -= 1;
+        if self.obs.notify {
+            self.requests.done(id, self.now, false);
+        }
+    }
+
+    /// Admits request `id` now: to the central queue, or routed to a replica.
+    fn admit_now(&mut self, id: u32) {
+        if self.central {
+            self.obs.records[id as usize].admitted = self.now;
+            self.held.push_back(id);
+            self.dispatch();
+        } else if !self.route(id) {
+            self.refuse(id, RejectReason::QueueFull);
+        }
+    }
+
+    /// Routes request `id` to an entry replica and queues it there; false
+    /// when that replica's queue is full.
+    fn route(&mut self, id: u32) -> bool {
+        let rec = &mut self.obs.records[id as usize];
+        let r = if self.router.wants_prefix() {
+            self.replicas[0].prefix_ids(id, rec, &mut self.prefix_ids);
+            self.router.pick_prefix(&self.prefix_ids)
+        } else {
+            self.router.pick(rec.session)
+        };
+        rec.admitted = self.now;
+        rec.replica = r as u32;
+        let key = self.keyer.key(self.replicas[r].stats.pool, id, rec);
+        if !self.replicas[r].enqueue(self.now, id, key, rec.prompt as u64 + rec.output as u64) {
+            return false;
+        }
+        self.router.observe(r, &self.replicas[r]);
+        self.wake(r);
+        true
+    }
+
+    /// Central queue: hands held requests, first come first served, to
+    /// replicas with room (fewer than `max_num_seqs` outstanding).
+    fn dispatch(&mut self) {
+        while let Some(&id) = self.held.front() {
+            if self.obs.records[id as usize].status != Status::InFlight {
+                self.held.pop_front();
+                continue;
+            }
+            let r = self.router.pick(u32::MAX);
+            if self.replicas[r].outstanding() >= self.replicas[r].params().max_num_seqs {
+                break;
+            }
+            self.held.pop_front();
+            let rec = &mut self.obs.records[id as usize];
+            rec.replica = r as u32;
+            let work = rec.prompt as u64 + rec.output as u64;
+            let key = self.keyer.key(self.replicas[r].stats.pool, id, rec);
+            let queued = self.replicas[r].enqueue(self.now, id, key, work);
+            debug_assert!(queued, "a replica with room accepts");
+            self.router.observe(r, &self.replicas[r]);
+            self.wake(r);
+        }
+    }
+
+    /// Queues a wake-up of replica `r` at the current instant, if it is idle
+    /// and none is queued.
+    fn wake(&mut self, r: usize) {
+        if !self.replicas[r].is_busy() && !self.wake_pending[r] {
+            self.wake_pending[r] = true;
+            self.queue.push(Event { t: self.now, kind: Kind::Wake, key: r as u32 });
+        }
+    }
+
+    /// Tells the router of replica `r`'s pool about its new load.
+    fn observe(&mut self, r: usize) {
+        if r < self.n_entry {
+            self.router.observe(r, &self.replicas[r]);
+        } else {
+            self.dec_router.observe(r - self.n_entry, &self.replicas[r]);
+        }
+    }
+
+    /// Closes the replicas' time integrals and gathers the output.
+    fn finish(mut self) -> SimOutput {
+        for r in &mut self.replicas {
+            r.close(self.now);
+        }
+        let mut pooled = LogHistogram::new();
+        for h in &self.obs.itl {
+            pooled.merge(h);
+        }
+        SimOutput {
+            records: self.obs.records,
+            itl: pooled,
+            itl_by_class: self.obs.itl,
+            replicas: self.replicas.into_iter().map(|r| r.stats).collect(),
+            end_time: if self.last_step_end.is_nan() { self.now } else { self.last_step_end },
+            run_end: self.now,
+            in_system_area: self.area,
+            events: self.events,
+            timeseries: self.sampler.samples,
+            trace: self.obs.trace,
+        }
+    }
 }
 
 /// The waiting-queue sort key of each request (lower is served first),
