@@ -31,6 +31,7 @@ mod kv;
 pub mod prefix;
 mod queue;
 mod speculative;
+mod swap;
 
 pub use kv::blocks_for;
 pub use queue::WaitQueue;
@@ -283,10 +284,8 @@ pub struct Replica<C> {
     /// Waiting requests whose KV needs no prefill: arrived from a prefill
     /// pool (0), or swapped out to host memory (its host blocks).
     ready: std::collections::HashMap<u32, u64>,
-    /// Host blocks holding swapped-out KV.
-    host_used: u64,
-    /// Blocks copied to or from the host in the step being planned.
-    swap_step: u64,
+    /// Swap preemption's host memory and the copies of the step being planned.
+    swap: swap::Swap,
     dec_ctx: u64,
     /// Blocks reserved for the future growth of admitted sequences
     /// (`admission = "max-length"`); not free, not yet used.
@@ -395,8 +394,7 @@ impl<C: StepCostModel> Replica<C> {
             extra_pending: 0,
             held: handoff::HandOffs::default(),
             ready: std::collections::HashMap::new(),
-            host_used: 0,
-            swap_step: 0,
+            swap: swap::Swap::new(p.swap_blocks, p.swap_block_time),
             dec_ctx: 0,
             reserved: 0,
             dec_rem_base: 0,
@@ -846,12 +844,10 @@ impl<C: StepCostModel> Replica<C> {
         r.preemptions += 1;
         self.stats.preemptions += 1;
         let host = blocks_for(kv, self.p.block_size);
-        if s.phase == Phase::Decode && self.host_used + host <= self.p.swap_blocks {
+        if s.phase == Phase::Decode && self.swap.out(host) {
             // Swap out: the KV moves to host memory and comes back when it resumes.
-            self.host_used += host;
-            self.stats.peak_host_blocks = self.stats.peak_host_blocks.max(self.host_used);
+            self.stats.peak_host_blocks = self.stats.peak_host_blocks.max(self.swap.used());
             self.stats.swaps_out += 1;
-            self.swap_step += host;
             self.ready.insert(s.req, host);
             self.pending_tokens += (s.output - generated) as u64 - before;
             self.waiting.push_front(s.req);
@@ -932,8 +928,7 @@ impl<C: StepCostModel> Replica<C> {
             self.take_blocks(need);
             if host > 0 {
                 // Swap in: its blocks come back from host memory.
-                self.host_used -= host;
-                self.swap_step += need;
+                self.swap.back(host, need);
             }
             let last = r.last_token;
             let i = self.start_seq(req, r, sinks.warmup, target, target, need as u32, 0, last);
@@ -1234,13 +1229,11 @@ impl<C: StepCostModel> Replica<C> {
                 continue;
             }
             self.step_cost = self.cost.step(&self.step_batch);
-            if self.swap_step > 0 {
+            if let Some((blocks, t)) = self.swap.take_step() {
                 // Copies between host and GPU memory in this step.
-                let t = self.swap_step as f64 * self.p.swap_block_time;
                 self.step_cost.time += t;
                 self.stats.swap_time += t;
-                self.stats.swapped_blocks += self.swap_step;
-                self.swap_step = 0;
+                self.stats.swapped_blocks += blocks;
             }
             self.busy = true;
             self.step_start = now;
@@ -1629,10 +1622,11 @@ impl<C: StepCostModel> Replica<C> {
             return Err("KV blocks in use exceed capacity".into());
         }
         let host: u64 = self.ready.values().sum();
-        if host != self.host_used || self.host_used > self.p.swap_blocks {
+        if host != self.swap.used() || self.swap.used() > self.swap.capacity() {
             return Err(format!(
                 "{} host blocks in use ({host} held by swapped requests), {} available",
-                self.host_used, self.p.swap_blocks
+                self.swap.used(),
+                self.swap.capacity()
             ));
         }
         if self.cache.evictable > self.free_blocks {
