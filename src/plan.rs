@@ -63,8 +63,8 @@ pub fn judge(s: &Summary, slo: &SloConfig) -> Verdict {
         }
         None => judge_group(&s.metrics, slo, "", &mut v),
     }
-    let failed = s.metrics.failed as f64 / s.metrics.measured_requests.max(1) as f64;
-    if failed > 0.01 {
+    let failed = s.failed_fraction();
+    if failed > crate::metrics::stability::SHED_LIMIT {
         v.meets = false;
         v.reason = format!("{:.1}% of requests failed", failed * 100.0);
     }

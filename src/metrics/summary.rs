@@ -606,6 +606,13 @@ pub fn slo_met(plan: &WorkloadPlan, r: &RequestRecord) -> Option<bool> {
     (r.status == Status::Completed).then(|| slo_checks(slo, r).iter().all(|&x| x))
 }
 
+impl Summary {
+    /// Measured requests that failed (refused, timed out, too long), as a fraction.
+    pub fn failed_fraction(&self) -> f64 {
+        self.metrics.failed as f64 / self.metrics.measured_requests.max(1) as f64
+    }
+}
+
 /// Builds the summary of a finished simulation.
 pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
     let s = &setup.scenario;

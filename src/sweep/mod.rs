@@ -395,7 +395,7 @@ impl Verdict {
         match s.stability.verdict.as_str() {
             "overloaded" => Verdict::Overloaded,
             "shedding" => Verdict::Shedding,
-            _ if failed_fraction(s) - s.stability.shed_fraction > crate::metrics::stability::SHED_LIMIT => {
+            _ if s.failed_fraction() - s.stability.shed_fraction > crate::metrics::stability::SHED_LIMIT => {
                 Verdict::Failing
             }
             "inconclusive" => Verdict::Inconclusive,
@@ -432,11 +432,6 @@ impl Verdict {
     pub fn ok(self) -> bool {
         self <= Verdict::Stable
     }
-}
-
-/// Measured requests that failed (refused, timed out, too long), as a fraction.
-pub fn failed_fraction(s: &Summary) -> f64 {
-    s.metrics.failed as f64 / s.metrics.measured_requests.max(1) as f64
 }
 
 /// Options of a sweep.
