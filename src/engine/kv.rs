@@ -1,9 +1,228 @@
-//! Paged KV-cache arithmetic.
+//! The paged KV cache of one replica: free, reserved and cached blocks, and
+//! the identity of each block of a request's token stream for prefix caching.
+
+use super::prefix::{self, PrefixCache};
+use crate::metrics::RequestRecord;
+use crate::workload::trace::Trace;
+use std::sync::Arc;
+
+/// Tokens per prefix block of the Mooncake trace's `hash_ids`.
+const HASH_BLOCK: u64 = 512;
 
 /// Blocks needed to hold `tokens` tokens in blocks of `block_size`.
 #[inline]
 pub fn blocks_for(tokens: u64, block_size: u32) -> u64 {
     tokens.div_ceil(block_size as u64)
+}
+
+/// One replica's KV blocks. Every block is free, reserved for the future
+/// growth of an admitted sequence, or in use (held by sequences, by the
+/// prefix cache while shared, or by KV in transfer). Unused cached blocks
+/// count as free and are evicted when truly free ones run short.
+#[derive(Debug, Clone)]
+pub(super) struct KvBlocks {
+    /// Blocks in the replica.
+    total: u64,
+    /// Tokens per block.
+    block_size: u32,
+    /// Automatic prefix caching.
+    caching: bool,
+    /// Free blocks (unused cached blocks included).
+    pub(super) free: u64,
+    /// Blocks reserved for the future growth of admitted sequences
+    /// (`admission = "max-length"`); not free, not yet used.
+    pub(super) reserved: u64,
+    /// The prefix cache (used with prefix caching).
+    pub(super) cache: PrefixCache,
+    /// Per class: (prefix group, shared system-prompt tokens).
+    groups: Arc<[(u32, u32)]>,
+    /// A replayed trace whose rows name their prefix blocks (Mooncake `hash_ids`).
+    hashed: Option<Arc<Trace>>,
+}
+
+impl KvBlocks {
+    /// `total` free blocks of `block_size` tokens.
+    pub(super) fn new(total: u64, block_size: u32, caching: bool) -> Self {
+        KvBlocks {
+            total,
+            block_size,
+            caching,
+            free: total,
+            reserved: 0,
+            cache: PrefixCache::default(),
+            groups: Arc::from(Vec::new()),
+            hashed: None,
+        }
+    }
+
+    /// Blocks in use (held or cached and shared; not counting blocks only reserved).
+    #[inline]
+    pub(super) fn used(&self) -> u64 {
+        self.total - self.free - self.reserved
+    }
+
+    /// Whether `n` blocks can be taken for growth (free or reserved).
+    #[inline]
+    pub(super) fn fits_growth(&self, n: u64) -> bool {
+        n <= self.free + self.reserved
+    }
+
+    /// Takes `n` free blocks, evicting unused cached blocks if truly free ones run short.
+    #[inline]
+    pub(super) fn take(&mut self, n: u64) {
+        if self.cache.evictable > 0 {
+            let truly_free = self.free - self.cache.evictable;
+            if n > truly_free {
+                self.cache.evict(n - truly_free);
+            }
+        }
+        self.free -= n;
+    }
+
+    /// Takes `n` blocks for sequences that grow: from the reserve first, then free blocks.
+    #[inline]
+    pub(super) fn take_growth(&mut self, n: u64) {
+        let from_reserve = n.min(self.reserved);
+        self.reserved -= from_reserve;
+        self.take(n - from_reserve);
+    }
+
+    /// Moves `n` free blocks to the reserve.
+    #[inline]
+    pub(super) fn reserve(&mut self, n: u64) {
+        self.take(n);
+        self.reserved += n;
+    }
+
+    /// Returns to the free blocks what a sequence reserved for `final_blocks`
+    /// and did not use, as it leaves holding `held` blocks.
+    #[inline]
+    pub(super) fn unreserve(&mut self, final_blocks: u64, held: u64) {
+        let left = final_blocks.saturating_sub(held).min(self.reserved);
+        self.reserved -= left;
+        self.free += left;
+    }
+
+    /// Sets each class's (prefix group, shared system-prompt tokens).
+    pub(super) fn set_groups(&mut self, groups: Arc<[(u32, u32)]>) {
+        self.groups = groups;
+    }
+
+    /// Sets the replayed trace whose rows carry prefix-block hashes.
+    pub(super) fn set_hashes(&mut self, trace: Option<Arc<Trace>>) {
+        self.hashed = trace.filter(|t| !t.hash_ids.is_empty());
+    }
+
+    /// Identity of block `j` of request `req`'s token stream.
+    #[inline]
+    pub(super) fn block_id(&self, req: u32, r: &RequestRecord, j: u32) -> u64 {
+        self.block_key(req, r, j).0
+    }
+
+    /// Identity of block `j` of request `req`'s token stream, and whether other requests may share it.
+    #[inline]
+    fn block_key(&self, req: u32, r: &RequestRecord, j: u32) -> (u64, bool) {
+        let bs = self.block_size;
+        if let Some(trace) = &self.hashed
+            && r.trace_row != u32::MAX
+        {
+            // Mooncake: hash id h names tokens [512h', 512(h'+1)) and the whole prefix before them.
+            let hashes = trace.rows[r.trace_row as usize].hashes(trace);
+            let start = j as u64 * bs as u64;
+            let h = (start / HASH_BLOCK) as usize;
+            if ((j + 1) as u64 * bs as u64).div_ceil(HASH_BLOCK) as usize <= hashes.len().min(h + 1) {
+                return (prefix::block_id(0, hashes[h] as u64, (start % HASH_BLOCK / bs as u64) as u32), true);
+            }
+        }
+        match self.groups.get(r.class as usize) {
+            Some(&(g, tokens)) if g != u32::MAX && (j + 1) * bs <= tokens => (prefix::block_id(1, g as u64, j), true),
+            _ if r.session != u32::MAX => (prefix::block_id(2, r.session as u64, j), true),
+            _ => (prefix::block_id(3, req as u64, j), false),
+        }
+    }
+
+    /// The leading blocks of request `req`'s prompt that other requests may
+    /// share, at most 1,024, into `out`.
+    #[inline]
+    pub(super) fn prefix_ids(&self, req: u32, r: &RequestRecord, out: &mut Vec<u64>) {
+        out.clear();
+        let full = (r.prompt.saturating_sub(1) / self.block_size).min(1024);
+        for j in 0..full {
+            match self.block_key(req, r, j) {
+                (id, true) => out.push(id),
+                _ => break,
+            }
+        }
+    }
+
+    /// Of the leading full blocks of a request about to hold `target` tokens,
+    /// how many the prefix cache holds, and how many of those are unused
+    /// (at least one token is always computed, to produce the next token).
+    #[inline]
+    pub(super) fn cached_prefix(&self, req: u32, r: &RequestRecord, target: u32) -> (u32, u64) {
+        if !self.caching {
+            return (0, 0);
+        }
+        let full = (target - 1) / self.block_size;
+        self.cache.peek((0..full).map(|j| self.block_id(req, r, j)))
+    }
+
+    /// Takes a reference to the first `hits` cached blocks of `req`, of which
+    /// `unused` were free.
+    #[inline]
+    pub(super) fn share(&mut self, req: u32, r: &RequestRecord, hits: u32, unused: u64) {
+        for j in 0..hits {
+            let id = self.block_id(req, r, j);
+            self.cache.acquire(id);
+        }
+        self.free -= unused;
+    }
+
+    /// A sequence of `req` computed `target` tokens of which its leading
+    /// `shared` blocks are in the cache: its other full blocks join the cache
+    /// (up to the first already cached by someone else). Returns the new
+    /// count of its shared blocks.
+    #[inline]
+    pub(super) fn publish(&mut self, req: u32, r: &RequestRecord, mut shared: u32, target: u32) -> u32 {
+        if !self.caching {
+            return shared;
+        }
+        let full = target / self.block_size;
+        while shared < full {
+            let id = self.block_id(req, r, shared);
+            if !self.cache.insert_used(id) {
+                break;
+            }
+            shared += 1;
+        }
+        shared
+    }
+
+    /// Returns a sequence's `total` blocks: with prefix caching its `shared`
+    /// leading blocks drop a reference and its other full blocks (of
+    /// `kv_tokens` computed tokens) stay cached until evicted.
+    #[inline]
+    pub(super) fn give_back(&mut self, req: u32, r: &RequestRecord, shared: u32, total: u64, kv_tokens: u64) {
+        if !self.caching {
+            self.free += total;
+            return;
+        }
+        let full = (kv_tokens / self.block_size as u64).min(total) as u32;
+        // Tail first, as vLLM frees a request's blocks (single_type_kv_cache_manager.py
+        // free: reversed order), so eviction takes a sequence's last blocks before
+        // its leading ones and a preempted request resumes with its prefix cached.
+        for j in (shared..full).rev() {
+            let id = self.block_id(req, r, j);
+            self.cache.insert_unused(id);
+        }
+        for j in (0..shared).rev() {
+            let id = self.block_id(req, r, j);
+            if self.cache.release(id) {
+                self.free += 1;
+            }
+        }
+        self.free += total - shared as u64;
+    }
 }
 
 #[cfg(test)]

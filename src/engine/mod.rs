@@ -18,38 +18,42 @@
 //! and decode-only otherwise.
 //!
 //! # Cost per step
-//! Decoding sequences are not visited on every step. They advance together,
-//! so the replica keeps aggregates (count, summed context) and a decode-step
-//! counter `d`; a sequence is touched only when it is admitted, finishes a
-//! prefill chunk, is preempted or completes. Block-boundary crossings are
-//! counted per phase `(d0 − kv0) mod block_size`, so the blocks a decode step
-//! needs are one array read. Completions sit in a min-heap keyed by the
-//! decode step at which they finish.
+//! Decoding sequences are not visited on every step: the decode group
+//! ([`decode`]) keeps their aggregates, and a sequence is touched only when
+//! it is admitted, finishes a prefill chunk, is preempted or completes.
+//!
+//! # Parts
+//! Each concern of a replica is a type of its own: the waiting queue
+//! ([`WaitQueue`]), the running sequences (`running`), the KV blocks and
+//! their prefix cache (`kv`, [`prefix`]), the decode group (`decode`), the
+//! step being formed (`step`), speculative draws (`speculative`), swap space
+//! (`swap`) and KV held for a hand-off (`handoff`). [`Replica`] schedules
+//! over them.
 
+mod decode;
 mod handoff;
 mod kv;
 pub mod prefix;
 mod queue;
+mod running;
 mod speculative;
+mod step;
 mod swap;
 
 pub use kv::blocks_for;
 pub use queue::WaitQueue;
 
 use crate::config::Admission;
-use crate::cost::{StepBatch, StepCost, StepCostModel};
+use crate::cost::{StepBatch, StepCostModel};
 use crate::metrics::{LogHistogram, RequestRecord, Status};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
-const NIL: u32 = u32::MAX;
+use decode::DecodeGroup;
+use kv::KvBlocks;
+use running::{Phase, Running, Seq};
+use step::Step;
 
 /// SGLang clips a request's expected new tokens at this many when reserving
 /// room for them (python/sglang/srt/managers/schedule_policy.py CLIP_MAX_NEW_TOKENS).
 const SGLANG_CLIP_NEW_TOKENS: u32 = 4096;
-
-/// Tokens per prefix block of the Mooncake trace's `hash_ids`.
-const HASH_BLOCK: u64 = 512;
 
 /// How a replica forms its batches: one value, so that impossible
 /// combinations (chunked prefill with static batching, prefill-first without
@@ -132,49 +136,6 @@ pub struct EngineParams {
     pub new_token_ratio: (f64, f64, f64),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Free,
-    Prefill,
-    Decode,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Seq {
-    req: u32,
-    output: u32,
-    generated: u32,
-    /// Tokens to prefill (prompt + tokens generated before a preemption).
-    target: u32,
-    /// Tokens of `target` already in the KV cache.
-    computed: u32,
-    /// Blocks held while prefilling.
-    blocks: u32,
-    /// Decode step at which it joined the decode group, and its KV length then.
-    d0: u64,
-    kv0: u32,
-    version: u32,
-    prev: u32,
-    next: u32,
-    phase: Phase,
-    measured: bool,
-    class: u16,
-    /// Leading blocks held through the prefix cache (shared, reference-counted).
-    shared: u32,
-    last_token: f64,
-    /// Speculative decoding: verify steps to emit the tokens left at decode join.
-    units: u32,
-    /// Speculative decoding: blocks for the tokens accepted beyond one per
-    /// verify step, and whether they are held yet (taken at the next decode step).
-    extra: u32,
-    extra_held: bool,
-    /// Preemptions before this admission (selects the acceptance draws).
-    salt: u32,
-    /// `admission = "max-length"`: blocks the sequence holds at its end
-    /// (prompt + output); the part not yet used sits in the replica's reserve.
-    resv_final: u32,
-}
-
 /// Time-integrated statistics of one replica over the measurement window.
 #[derive(Debug, Clone, Default)]
 pub struct ReplicaStats {
@@ -246,22 +207,22 @@ pub struct ReplicaStats {
 pub struct Replica<C> {
     /// Index in the cluster.
     pub id: u32,
+    /// The step-time model.
     cost: C,
+    /// Engine limits.
     p: EngineParams,
-    free_blocks: u64,
+    /// Admitted requests not yet running.
     waiting: WaitQueue,
-    slots: Vec<Seq>,
-    free_slots: Vec<u32>,
-    head: u32,
-    tail: u32,
-    n_running: u32,
+    /// Requests running (prefilling or decoding), in admission order.
+    running: Running,
+    /// Slots of the prefilling sequences, in admission order.
     prefilling: Vec<u32>,
-    d: u64,
-    /// `d mod block_size`, kept incrementally (a division per step is costly).
-    d_mod: u32,
-    n_dec: u32,
-    /// Measured decoding sequences per class.
-    n_dec_class: Vec<u32>,
+    /// Aggregates of the decoding sequences.
+    decode: DecodeGroup,
+    /// The KV blocks and the prefix cache.
+    kv: KvBlocks,
+    /// The step being formed or in flight.
+    step: Step,
     /// Scratch: ITL sample counts per class for the step being finished.
     itl_counts: Vec<u32>,
     /// Tokens still to compute for the requests here (prompt chunks, recomputes
@@ -269,49 +230,24 @@ pub struct Replica<C> {
     pending_tokens: u64,
     /// Static batching: when the idle replica must look at its queue again.
     wake_at: Option<f64>,
-    /// The prefix cache (used with `prefix_caching`).
-    pub cache: prefix::PrefixCache,
-    /// Per class: (prefix group, shared system-prompt tokens).
-    groups: std::sync::Arc<[(u32, u32)]>,
-    /// A replayed trace whose rows name their prefix blocks (Mooncake `hash_ids`).
-    hashed: Option<std::sync::Arc<crate::workload::trace::Trace>>,
     /// Speculative decoding: the accepted runs of each sequence's verify steps.
     spec: speculative::SpecDraws,
-    /// Extra blocks of joined speculative sequences, to take at the next decode step.
-    extra_pending: u64,
-    /// Prefill pool: KV held for requests being transferred: (blocks, shared, tokens).
-    held: handoff::HandOffs,
+    /// Prefill pool: KV kept for requests whose transfer is in flight.
+    in_transfer: handoff::HandOffs,
     /// Waiting requests whose KV needs no prefill: arrived from a prefill
     /// pool (0), or swapped out to host memory (its host blocks).
     ready: std::collections::HashMap<u32, u64>,
     /// Swap preemption's host memory and the copies of the step being planned.
     swap: swap::Swap,
-    dec_ctx: u64,
-    /// Blocks reserved for the future growth of admitted sequences
-    /// (`admission = "max-length"`); not free, not yet used.
-    reserved: u64,
-    /// Σ (output − generated at decode join + d0) over decoding sequences:
-    /// their remaining output is this − n_dec × d (`admission = "reserve"`).
-    dec_rem_base: u64,
     /// `admission = "reserve"`: fraction of running requests' remaining
     /// output counted as still needed (SGLang's new_token_ratio).
     ratio: f64,
     /// `admission = "reserve"`: blocks promised to requests admitted in the
-    /// step being planned (their whole remaining output).
+    /// step being formed (their whole remaining output).
     step_promised: u64,
-    phase_count: Vec<u32>,
-    finish: BinaryHeap<Reverse<(u64, u32, u32)>>,
-    joiners: Vec<u32>,
-    last_decode_end: f64,
-    // The step in flight.
-    busy: bool,
-    step_start: f64,
-    step_decodes: bool,
-    chunks: Vec<(u32, u32)>,
-    step_batch: StepBatch,
-    step_cost: StepCost,
-    // Integrals.
+    /// Start of the measurement window.
     window_start: f64,
+    /// Time the waiting/running integrals were last brought up to.
     t_touch: f64,
     /// Statistics.
     pub stats: ReplicaStats,
@@ -372,44 +308,21 @@ impl<C: StepCostModel> Replica<C> {
             id,
             cost,
             p,
-            free_blocks: p.num_blocks,
             waiting: WaitQueue::new(p.keyed_queue),
-            slots: Vec::new(),
-            free_slots: Vec::new(),
-            head: NIL,
-            tail: NIL,
-            n_running: 0,
+            running: Running::new(),
             prefilling: Vec::new(),
-            d: 0,
-            d_mod: 0,
-            n_dec: 0,
-            n_dec_class: Vec::new(),
+            decode: DecodeGroup::new(p.block_size),
+            kv: KvBlocks::new(p.num_blocks, p.block_size, p.prefix_caching),
+            step: Step::default(),
             itl_counts: Vec::new(),
             pending_tokens: 0,
             wake_at: None,
-            cache: prefix::PrefixCache::default(),
-            groups: std::sync::Arc::from(Vec::new()),
-            hashed: None,
             spec: speculative::SpecDraws::new(p.spec_k),
-            extra_pending: 0,
-            held: handoff::HandOffs::default(),
+            in_transfer: handoff::HandOffs::default(),
             ready: std::collections::HashMap::new(),
             swap: swap::Swap::new(p.swap_blocks, p.swap_block_time),
-            dec_ctx: 0,
-            reserved: 0,
-            dec_rem_base: 0,
             ratio: p.new_token_ratio.0,
             step_promised: 0,
-            phase_count: vec![0; p.block_size as usize],
-            finish: BinaryHeap::new(),
-            joiners: Vec::new(),
-            last_decode_end: 0.0,
-            busy: false,
-            step_start: 0.0,
-            step_decodes: false,
-            chunks: Vec::new(),
-            step_batch: StepBatch::default(),
-            step_cost: StepCost::default(),
             window_start,
             t_touch: 0.0,
             stats: ReplicaStats {
@@ -427,11 +340,11 @@ impl<C: StepCostModel> Replica<C> {
     }
     /// Whether a step is in flight.
     pub fn is_busy(&self) -> bool {
-        self.busy
+        self.step.busy
     }
     /// Requests admitted here and not finished (waiting + running).
     pub fn outstanding(&self) -> u32 {
-        self.waiting.len() as u32 + self.n_running
+        self.waiting.len() as u32 + self.running.len()
     }
     /// Requests in the waiting queue.
     pub fn num_waiting(&self) -> usize {
@@ -439,16 +352,16 @@ impl<C: StepCostModel> Replica<C> {
     }
     /// Running sequences.
     pub fn num_running(&self) -> u32 {
-        self.n_running
+        self.running.len()
     }
     /// Sequences in the step in flight (0 when idle).
     pub fn batch_size(&self) -> u32 {
-        if self.busy { self.step_batch.decode_seqs + self.step_batch.prefill_seqs } else { 0 }
+        if self.step.busy { self.step.batch.decode_seqs + self.step.batch.prefill_seqs } else { 0 }
     }
     /// KV blocks in use (held by sequences or cached; not counting blocks
     /// only reserved for future growth).
     pub fn used_blocks(&self) -> u64 {
-        self.p.num_blocks - self.free_blocks - self.reserved
+        self.kv.used()
     }
     /// The engine limits.
     pub fn params(&self) -> &EngineParams {
@@ -462,7 +375,7 @@ impl<C: StepCostModel> Replica<C> {
         if now > from {
             let dt = now - from;
             self.stats.waiting_area += self.waiting.len() as f64 * dt;
-            self.stats.running_area += self.n_running as f64 * dt;
+            self.stats.running_area += self.running.len() as f64 * dt;
         }
         self.t_touch = now;
     }
@@ -493,11 +406,11 @@ impl<C: StepCostModel> Replica<C> {
 
     /// Prefill pool: the KV cache of `req` has left; its blocks are freed (or stay cached).
     pub fn release_handoff(&mut self, now: f64, req: u32, records: &[RequestRecord]) {
-        let Some((blocks, shared, tokens)) = self.held.release(req) else {
+        let Some((blocks, shared, tokens)) = self.in_transfer.release(req) else {
             unreachable!("request {req} holds no KV on replica {}", self.id)
         };
         self.touch(now);
-        self.return_blocks(req, &records[req as usize], shared, blocks as u64, tokens as u64);
+        self.kv.give_back(req, &records[req as usize], shared, blocks as u64, tokens as u64);
     }
 
     /// A waiting request gave up (its record is already marked refused); it
@@ -510,7 +423,7 @@ impl<C: StepCostModel> Replica<C> {
 
     /// Sets each class's (prefix group, shared system-prompt tokens), for prefix caching.
     pub fn set_prefix_groups(&mut self, groups: std::sync::Arc<[(u32, u32)]>) {
-        self.groups = groups;
+        self.kv.set_groups(groups);
     }
 
     /// Sets each class's acceptance rate and the seed of the acceptance draws
@@ -531,9 +444,9 @@ impl<C: StepCostModel> Replica<C> {
         if s.phase != Phase::Decode {
             s.generated
         } else if s.units > 0 {
-            s.generated + self.spec_emitted(s, (self.d - s.d0) as u32)
+            s.generated + self.spec_emitted(s, (self.decode.d - s.d0) as u32)
         } else {
-            s.generated + (self.d - s.d0) as u32
+            s.generated + (self.decode.d - s.d0) as u32
         }
     }
 
@@ -541,7 +454,7 @@ impl<C: StepCostModel> Replica<C> {
     #[inline]
     fn pending_of(&self, s: &Seq) -> u64 {
         let decode = if s.phase == Phase::Decode && s.units > 0 {
-            s.units as u64 - (self.d - s.d0)
+            s.units as u64 - (self.decode.d - s.d0)
         } else {
             (s.output - self.generated_now(s)) as u64
         };
@@ -550,86 +463,14 @@ impl<C: StepCostModel> Replica<C> {
 
     /// Sets the replayed trace whose rows carry prefix-block hashes.
     pub fn set_trace_hashes(&mut self, trace: Option<std::sync::Arc<crate::workload::trace::Trace>>) {
-        self.hashed = trace.filter(|t| !t.hash_ids.is_empty());
-    }
-
-    /// Identity of block `j` of request `req`'s token stream.
-    #[inline]
-    fn block_id(&self, req: u32, r: &RequestRecord, j: u32) -> u64 {
-        self.block_key(req, r, j).0
+        self.kv.set_hashes(trace);
     }
 
     /// The leading blocks of request `req`'s prompt that other requests may
     /// share (system prompt, session context, trace hash blocks), at most
     /// 1,024, into `out`: what a prefix-aware router matches on.
     pub fn prefix_ids(&self, req: u32, r: &RequestRecord, out: &mut Vec<u64>) {
-        out.clear();
-        let full = (r.prompt.saturating_sub(1) / self.p.block_size).min(1024);
-        for j in 0..full {
-            match self.block_key(req, r, j) {
-                (id, true) => out.push(id),
-                _ => break,
-            }
-        }
-    }
-
-    /// Identity of block `j` of request `req`'s token stream, and whether other requests may share it.
-    #[inline]
-    fn block_key(&self, req: u32, r: &RequestRecord, j: u32) -> (u64, bool) {
-        let bs = self.p.block_size;
-        if let Some(trace) = &self.hashed
-            && r.trace_row != u32::MAX
-        {
-            // Mooncake: hash id h names tokens [512h', 512(h'+1)) and the whole prefix before them.
-            let hashes = trace.rows[r.trace_row as usize].hashes(trace);
-            let start = j as u64 * bs as u64;
-            let h = (start / HASH_BLOCK) as usize;
-            if ((j + 1) as u64 * bs as u64).div_ceil(HASH_BLOCK) as usize <= hashes.len().min(h + 1) {
-                return (prefix::block_id(0, hashes[h] as u64, (start % HASH_BLOCK / bs as u64) as u32), true);
-            }
-        }
-        match self.groups.get(r.class as usize) {
-            Some(&(g, tokens)) if g != u32::MAX && (j + 1) * bs <= tokens => (prefix::block_id(1, g as u64, j), true),
-            _ if r.session != u32::MAX => (prefix::block_id(2, r.session as u64, j), true),
-            _ => (prefix::block_id(3, req as u64, j), false),
-        }
-    }
-
-    /// Takes `n` free blocks, evicting unused cached blocks if truly free ones run short.
-    #[inline]
-    fn take_blocks(&mut self, n: u64) {
-        if self.cache.evictable > 0 {
-            let truly_free = self.free_blocks - self.cache.evictable;
-            if n > truly_free {
-                self.cache.evict(n - truly_free);
-            }
-        }
-        self.free_blocks -= n;
-    }
-
-    /// Returns a sequence's `total` blocks: with prefix caching its `shared`
-    /// leading blocks drop a reference and its other full blocks (of
-    /// `kv_tokens` computed tokens) stay cached until evicted.
-    fn return_blocks(&mut self, req: u32, r: &RequestRecord, shared: u32, total: u64, kv_tokens: u64) {
-        if !self.p.prefix_caching {
-            self.free_blocks += total;
-            return;
-        }
-        let full = (kv_tokens / self.p.block_size as u64).min(total) as u32;
-        // Tail first, as vLLM frees a request's blocks (single_type_kv_cache_manager.py
-        // free: reversed order), so eviction takes a sequence's last blocks before
-        // its leading ones and a preempted request resumes with its prefix cached.
-        for j in (shared..full).rev() {
-            let id = self.block_id(req, r, j);
-            self.cache.insert_unused(id);
-        }
-        for j in (0..shared).rev() {
-            let id = self.block_id(req, r, j);
-            if self.cache.release(id) {
-                self.free_blocks += 1;
-            }
-        }
-        self.free_blocks += total - shared as u64;
+        self.kv.prefix_ids(req, r, out);
     }
 
     /// Static batching: the time an idle replica with waiting requests must
@@ -643,63 +484,6 @@ impl<C: StepCostModel> Replica<C> {
         self.pending_tokens
     }
 
-    fn alloc_slot(&mut self, s: Seq) -> u32 {
-        if let Some(i) = self.free_slots.pop() {
-            let version = self.slots[i as usize].version.wrapping_add(1);
-            self.slots[i as usize] = Seq { version, ..s };
-            i
-        } else {
-            self.slots.push(s);
-            (self.slots.len() - 1) as u32
-        }
-    }
-
-    fn link_tail(&mut self, i: u32) {
-        self.slots[i as usize].prev = self.tail;
-        self.slots[i as usize].next = NIL;
-        if self.tail != NIL {
-            self.slots[self.tail as usize].next = i;
-        } else {
-            self.head = i;
-        }
-        self.tail = i;
-        self.n_running += 1;
-    }
-
-    fn unlink(&mut self, i: u32) {
-        let Seq { prev, next, .. } = self.slots[i as usize];
-        if prev != NIL {
-            self.slots[prev as usize].next = next;
-        } else {
-            self.head = next;
-        }
-        if next != NIL {
-            self.slots[next as usize].prev = prev;
-        } else {
-            self.tail = prev;
-        }
-        self.n_running -= 1;
-    }
-
-    fn release(&mut self, i: u32) {
-        let s = &mut self.slots[i as usize];
-        s.phase = Phase::Free;
-        s.version = s.version.wrapping_add(1);
-        self.free_slots.push(i);
-    }
-
-    /// KV length of a decoding sequence now.
-    #[inline]
-    fn kv_len(&self, s: &Seq) -> u64 {
-        s.kv0 as u64 + (self.d - s.d0)
-    }
-
-    #[inline]
-    fn phase_of(&self, d0: u64, kv0: u32) -> usize {
-        let bs = self.p.block_size as u64;
-        ((d0 % bs + bs - kv0 as u64 % bs) % bs) as usize
-    }
-
     /// Records a span of a traced request.
     #[inline]
     fn span(sinks: &mut Sinks, req: u32, kind: SpanKind, start: f64, end: f64) {
@@ -710,75 +494,46 @@ impl<C: StepCostModel> Replica<C> {
 
     /// Removes a decoding sequence from the decode group, returning its KV blocks.
     fn leave_decode(&mut self, i: u32) -> u64 {
-        let s = self.slots[i as usize];
-        let kv = self.kv_len(&s);
-        let ph = self.phase_of(s.d0, s.kv0);
-        self.phase_count[ph] -= 1;
-        self.n_dec -= 1;
-        if s.measured {
-            self.n_dec_class[s.class as usize] -= 1;
-        }
-        self.dec_ctx -= kv;
-        self.dec_rem_base -= (s.output - s.generated) as u64 + s.d0;
-        if let Some(pos) = self.joiners.iter().position(|&j| j == i) {
-            self.joiners.swap_remove(pos);
-        }
-        if s.extra_held {
-            return blocks_for(kv, self.p.block_size) + s.extra as u64;
-        }
-        self.extra_pending -= s.extra as u64;
-        blocks_for(kv, self.p.block_size)
+        let s = self.running[i];
+        self.decode.leave(i, &s)
     }
 
     /// Returns to the free pool what sequence `i` reserved and did not use
     /// (`admission = "max-length"`), when it leaves holding `held` blocks.
     fn drop_reservation(&mut self, i: u32, held: u64) {
-        let r = self.slots[i as usize].resv_final as u64;
+        let r = self.running[i].resv_final as u64;
         if r > 0 {
-            let left = r.saturating_sub(held).min(self.reserved);
-            self.reserved -= left;
-            self.free_blocks += left;
-            self.slots[i as usize].resv_final = 0;
+            self.kv.unreserve(r, held);
+            self.running[i].resv_final = 0;
         }
-    }
-
-    /// Takes `n` blocks for sequences that grow: from the reserve first, then free blocks.
-    #[inline]
-    fn take_growth(&mut self, n: u64) {
-        let from_reserve = n.min(self.reserved);
-        self.reserved -= from_reserve;
-        self.take_blocks(n - from_reserve);
     }
 
     /// The running sequence to preempt: the newest, or (SGLang) the decoding
     /// sequence with the fewest generated tokens, ties to the longest prompt.
     fn victim(&self, sinks: &Sinks) -> u32 {
-        if self.p.victim == crate::config::Victim::Newest || self.n_dec == 0 {
-            return self.tail;
+        if self.p.victim == crate::config::Victim::Newest || self.decode.n == 0 {
+            return self.running.newest();
         }
-        let mut best = (u32::MAX, 0u32, self.tail);
-        let mut i = self.head;
-        while i != NIL {
-            let s = &self.slots[i as usize];
+        let mut best = (u32::MAX, 0u32, self.running.newest());
+        for (i, s) in self.running.iter() {
             if s.phase == Phase::Decode {
                 let key = (self.generated_now(s), sinks.records[s.req as usize].prompt);
                 if key.0 < best.0 || (key.0 == best.0 && key.1 > best.1) {
                     best = (key.0, key.1, i);
                 }
             }
-            i = s.next;
         }
         best.2
     }
 
     /// Remaining output tokens of the running requests (`admission = "reserve"`).
     fn running_remaining(&self) -> u64 {
-        let dec = self.dec_rem_base.saturating_sub(self.n_dec as u64 * self.d);
+        let dec = self.decode.remaining_output();
         let pre: u64 = self
             .prefilling
             .iter()
             .map(|&j| {
-                let s = &self.slots[j as usize];
+                let s = &self.running[j];
                 (s.output - s.generated) as u64
             })
             .sum();
@@ -789,13 +544,10 @@ impl<C: StepCostModel> Replica<C> {
     /// (requested + 1) over the requests still running, at most 1.
     fn ratio_after_retraction(&self) -> f64 {
         let (mut generated, mut req, mut n) = (0u64, 0u64, 0u64);
-        let mut i = self.head;
-        while i != NIL {
-            let s = &self.slots[i as usize];
+        for (_, s) in self.running.iter() {
             generated += self.generated_now(s) as u64;
             req += s.output as u64;
             n += 1;
-            i = s.next;
         }
         ((generated + 20 * n) as f64 / (req + 1) as f64).min(1.0)
     }
@@ -803,11 +555,14 @@ impl<C: StepCostModel> Replica<C> {
     /// Preempts running sequence `i` (recompute).
     fn preempt(&mut self, now: f64, i: u32, sinks: &mut Sinks) {
         self.touch(now);
-        let s = self.slots[i as usize];
+        let s = self.running[i];
         // When its latest token came out: a decoding sequence that took part
         // in the last decode step got it then; others at their own last token.
-        let last_token =
-            if s.phase == Phase::Decode && !self.joiners.contains(&i) { self.last_decode_end } else { s.last_token };
+        let last_token = if s.phase == Phase::Decode && !self.decode.joiners.contains(&i) {
+            self.decode.last_end
+        } else {
+            s.last_token
+        };
         // Decoding sequences are not touched per step: count their tokens now.
         let generated = self.generated_now(&s);
         let before = self.pending_of(&s);
@@ -815,7 +570,7 @@ impl<C: StepCostModel> Replica<C> {
             Phase::Decode => {
                 let kv = s.kv0 as u64 + (generated - s.generated) as u64;
                 if s.units > 0 {
-                    let j = self.d - s.d0;
+                    let j = self.decode.d - s.d0;
                     self.stats.spec_seq_steps -= s.units as u64 - j;
                     self.stats.spec_seq_tokens -= (s.output - generated) as u64;
                 }
@@ -831,9 +586,8 @@ impl<C: StepCostModel> Replica<C> {
         };
         let rec = sinks.records[s.req as usize];
         self.drop_reservation(i, freed);
-        self.return_blocks(s.req, &rec, s.shared, freed, kv);
-        self.unlink(i);
-        self.release(i);
+        self.kv.give_back(s.req, &rec, s.shared, freed, kv);
+        self.running.remove(i);
         if s.phase == Phase::Decode {
             Self::span(sinks, s.req, SpanKind::Decode, s.last_token, last_token);
         }
@@ -870,15 +624,14 @@ impl<C: StepCostModel> Replica<C> {
     /// (the newest, or as `victim` says) until the rest fit.
     fn reserve_decode_blocks(&mut self, now: f64, sinks: &mut Sinks) -> bool {
         let mut preempted = false;
-        while self.n_dec > 0 {
-            let need = self.phase_count[self.d_mod as usize] as u64 + self.extra_pending;
-            if need <= self.free_blocks + self.reserved {
-                self.take_growth(need);
-                if self.extra_pending > 0 {
-                    self.extra_pending = 0;
-                    for k in 0..self.joiners.len() {
-                        let j = self.joiners[k] as usize;
-                        self.slots[j].extra_held = true;
+        while self.decode.n > 0 {
+            let need = self.decode.blocks_needed();
+            if self.kv.fits_growth(need) {
+                self.kv.take_growth(need);
+                if self.decode.extra_pending > 0 {
+                    self.decode.extra_pending = 0;
+                    for &j in &self.decode.joiners {
+                        self.running[j].extra_held = true;
                     }
                 }
                 break;
@@ -907,7 +660,7 @@ impl<C: StepCostModel> Replica<C> {
     /// Decode pool: admits waiting requests whose prompt KV has arrived,
     /// from the head of the queue, straight into the decode group.
     fn admit_ready(&mut self, now: f64, sinks: &mut Sinks) {
-        while self.n_running < self.max_running() {
+        while self.running.len() < self.max_running() {
             let records = &sinks.records;
             let Some(req) = self.waiting.front(|r| matches!(records[r as usize].status, Status::Rejected(_))) else {
                 return;
@@ -918,14 +671,14 @@ impl<C: StepCostModel> Replica<C> {
             let r = &sinks.records[req as usize];
             let target = r.prompt + r.generated - 1;
             let need = blocks_for(target as u64, self.p.block_size);
-            let watermark = if self.n_running > 0 { self.p.watermark_blocks } else { 0 };
-            if need + watermark > self.free_blocks {
+            let watermark = if !self.running.is_empty() { self.p.watermark_blocks } else { 0 };
+            if need + watermark > self.kv.free {
                 return;
             }
             self.touch(now);
             self.waiting.pop_front();
             self.ready.remove(&req);
-            self.take_blocks(need);
+            self.kv.take(need);
             if host > 0 {
                 // Swap in: its blocks come back from host memory.
                 self.swap.back(host, need);
@@ -952,13 +705,7 @@ impl<C: StepCostModel> Replica<C> {
         // Leading full blocks already in the prefix cache are not computed
         // again (at least one token always is, to produce the next token).
         let bs = self.p.block_size;
-        let (hits, unused_hits) = if self.p.prefix_caching {
-            let full = (target - 1) / bs;
-            let (h, e) = self.cache.peek((0..full).map(|j| self.block_id(req, r, j)));
-            (h, e)
-        } else {
-            (0, 0)
-        };
+        let (hits, unused_hits) = self.kv.cached_prefix(req, r, target);
         let skip = hits * bs;
         let chunk = (target - skip).min(max_chunk);
         if chunk == 0 || (whole && chunk < target - skip) {
@@ -989,9 +736,9 @@ impl<C: StepCostModel> Replica<C> {
         // A new request is admitted only if the free-block watermark remains
         // (room for running sequences to grow without preempting at once);
         // an idle replica waives it, so every request can eventually run.
-        let watermark = if self.n_running > 0 { self.p.watermark_blocks } else { 0 };
-        let headroom = if self.n_running > 0 { headroom } else { 0 };
-        if need + reserve + unused_hits + watermark + headroom > self.free_blocks {
+        let watermark = if !self.running.is_empty() { self.p.watermark_blocks } else { 0 };
+        let headroom = if !self.running.is_empty() { headroom } else { 0 };
+        if need + reserve + unused_hits + watermark + headroom > self.kv.free {
             return false;
         }
         if self.p.admission == Admission::Reserve {
@@ -1000,15 +747,10 @@ impl<C: StepCostModel> Replica<C> {
         }
         self.touch(now);
         self.waiting.pop_front();
-        for j in 0..hits {
-            let id = self.block_id(req, r, j);
-            self.cache.acquire(id);
-        }
-        self.free_blocks -= unused_hits;
-        self.take_blocks(need);
+        self.kv.share(req, r, hits, unused_hits);
+        self.kv.take(need);
         if reserve > 0 {
-            self.take_blocks(reserve);
-            self.reserved += reserve;
+            self.kv.reserve(reserve);
         }
         if self.p.prefix_caching {
             if r.preemptions == 0 {
@@ -1031,10 +773,10 @@ impl<C: StepCostModel> Replica<C> {
         let last = if r.last_token.is_nan() { r.first_token } else { r.last_token };
         let i = self.start_seq(req, r, sinks.warmup, target, skip, (need + hits as u64) as u32, hits, last);
         if reserve > 0 {
-            self.slots[i as usize].resv_final = (need + hits as u64 + reserve) as u32;
+            self.running[i].resv_final = (need + hits as u64 + reserve) as u32;
         }
         self.prefilling.push(i);
-        self.push_chunk(i, chunk);
+        self.step.push_chunk(i, &self.running[i], chunk);
         true
     }
 
@@ -1054,78 +796,49 @@ impl<C: StepCostModel> Replica<C> {
         shared: u32,
         last_token: f64,
     ) -> u32 {
-        if r.class as usize >= self.n_dec_class.len() {
-            self.n_dec_class.resize(r.class as usize + 1, 0);
-        }
-        let i = self.alloc_slot(Seq {
+        self.decode.track_class(r.class);
+        let measured = r.arrival >= warmup;
+        let s = Seq::prefill(
             req,
-            output: r.output,
-            generated: r.generated,
+            r.output,
+            r.generated,
             target,
             computed,
             blocks,
-            d0: 0,
-            kv0: 0,
-            version: 0,
-            prev: NIL,
-            next: NIL,
-            phase: Phase::Prefill,
-            measured: r.arrival >= warmup,
-            class: r.class,
             shared,
+            r.class,
+            measured,
             last_token,
-            units: 0,
-            extra: 0,
-            extra_held: false,
-            salt: r.preemptions,
-            resv_final: 0,
-        });
-        self.link_tail(i);
-        self.step_batch.new_requests += 1;
-        i
-    }
-
-    fn push_chunk(&mut self, i: u32, c: u32) {
-        let s = &self.slots[i as usize];
-        let p = s.computed as f64;
-        let cf = c as f64;
-        let b = &mut self.step_batch;
-        b.prefill_tokens += c as u64;
-        b.prefill_seqs += 1;
-        b.prefill_attn_pairs += cf * p + cf * (cf + 1.0) / 2.0;
-        b.prefill_ctx_tokens += p;
-        if s.computed + c == s.target && s.output > 0 {
-            b.logits += 1;
-        }
-        self.chunks.push((i, c));
+            r.preemptions,
+        );
+        self.step.batch.new_requests += 1;
+        self.running.add(s)
     }
 
     /// Forms the next step at time `now`; returns its end time, or `None`
     /// (replica goes idle) when there is nothing to run.
     pub fn plan_step(&mut self, now: f64, sinks: &mut Sinks) -> Option<f64> {
         loop {
-            if self.n_running == 0 && self.waiting.is_empty() {
-                self.busy = false;
+            if self.running.is_empty() && self.waiting.is_empty() {
+                self.step.busy = false;
                 // SGLang resets its ratio whenever the scheduler goes idle.
                 self.ratio = self.p.new_token_ratio.0;
                 return None;
             }
             self.step_promised = 0;
-            self.step_batch = StepBatch::default();
-            self.chunks.clear();
-            self.step_decodes = false;
+            self.step.clear();
             if !self.ready.is_empty() {
                 self.admit_ready(now, sinks);
             }
             if let BatchPolicy::Static { timeout } = self.p.batching
-                && self.n_running == 0
+                && self.running.is_empty()
             {
                 // Form a batch when it is full or its oldest request has waited long enough.
                 let records = &sinks.records;
                 let head = self.waiting.front(|r| matches!(records[r as usize].status, Status::Rejected(_)));
                 let due = head.map_or(f64::INFINITY, |h| records[h as usize].admitted + timeout);
                 if self.waiting.len() < self.p.max_num_seqs as usize && now < due {
-                    self.busy = false;
+                    self.step.busy = false;
                     self.wake_at = due.is_finite().then_some(due);
                     return None;
                 }
@@ -1138,10 +851,10 @@ impl<C: StepCostModel> Replica<C> {
                 let prefill_first = matches!(self.p.batching, BatchPolicy::Chunked { prefill_first: true });
                 let prefill_only = prefill_first && (!self.prefilling.is_empty() || !self.waiting.is_empty());
                 let preempted = !prefill_only && self.reserve_decode_blocks(now, sinks);
-                self.step_decodes = !prefill_only && self.n_dec > 0;
+                self.step.decodes = !prefill_only && self.decode.n > 0;
                 let per_decode = 1 + self.p.spec_k;
-                let mut budget = self.p.max_num_batched_tokens.saturating_sub(if self.step_decodes {
-                    self.n_dec * per_decode
+                let mut budget = self.p.max_num_batched_tokens.saturating_sub(if self.step.decodes {
+                    self.decode.n * per_decode
                 } else {
                     0
                 });
@@ -1149,111 +862,104 @@ impl<C: StepCostModel> Replica<C> {
                 while k < self.prefilling.len() && budget > 0 {
                     let i = self.prefilling[k];
                     k += 1;
-                    let s = self.slots[i as usize];
+                    let s = self.running[i];
                     let mut c = (s.target - s.computed).min(budget).min(self.p.max_chunk);
                     let bs = self.p.block_size as u64;
                     let have = s.blocks as u64;
                     let need = blocks_for((s.computed + c) as u64, self.p.block_size).saturating_sub(have);
-                    if need > self.free_blocks {
-                        c = ((have + self.free_blocks) * bs - s.computed as u64) as u32;
+                    if need > self.kv.free {
+                        c = ((have + self.kv.free) * bs - s.computed as u64) as u32;
                         if c == 0 {
                             continue;
                         }
                     }
                     let need = blocks_for((s.computed + c) as u64, self.p.block_size).saturating_sub(have);
-                    self.take_blocks(need);
-                    self.slots[i as usize].blocks += need as u32;
-                    self.push_chunk(i, c);
+                    self.kv.take(need);
+                    self.running[i].blocks += need as u32;
+                    self.step.push_chunk(i, &self.running[i], c);
                     budget -= c;
                 }
                 if !preempted {
                     while budget > 0
-                        && self.n_running < self.max_running()
+                        && self.running.len() < self.max_running()
                         && self.try_admit(
                             now,
-                            if whole && self.n_running == 0 { u32::MAX } else { budget.min(self.p.max_chunk) },
+                            if whole && self.running.is_empty() { u32::MAX } else { budget.min(self.p.max_chunk) },
                             whole,
                             sinks,
                         )
                     {
-                        budget -= self.chunks.last().map_or(0, |c| c.1);
+                        budget -= self.step.last_chunk();
                     }
                 }
-                if prefill_only && self.chunks.is_empty() {
+                if prefill_only && self.step.chunks.is_empty() {
                     // No prompt work fits after all: decode instead.
                     self.reserve_decode_blocks(now, sinks);
-                    self.step_decodes = self.n_dec > 0;
+                    self.step.decodes = self.decode.n > 0;
                 }
             } else {
                 let mut budget = self.p.max_num_batched_tokens;
                 let mut first = true;
                 // Static batching admits only into an empty replica, the whole batch at once.
-                let admit = !self.p.batching.is_static() || self.n_running == 0;
-                while admit && self.n_running < self.max_running() {
+                let admit = !self.p.batching.is_static() || self.running.is_empty();
+                while admit && self.running.len() < self.max_running() {
                     // A lone recompute longer than the budget may still run alone.
                     let cap = if first || self.p.batching.is_static() { u32::MAX } else { budget };
                     if !self.try_admit(now, cap, true, sinks) {
                         break;
                     }
-                    budget = budget.saturating_sub(self.chunks.last().map_or(0, |c| c.1));
+                    budget = budget.saturating_sub(self.step.last_chunk());
                     first = false;
                 }
-                if self.chunks.is_empty() {
+                if self.step.chunks.is_empty() {
                     self.reserve_decode_blocks(now, sinks);
-                    self.step_decodes = self.n_dec > 0;
+                    self.step.decodes = self.decode.n > 0;
                 }
             }
-            if self.step_decodes {
-                let b = &mut self.step_batch;
-                b.decode_seqs = self.n_dec;
-                b.decode_ctx_tokens = (self.dec_ctx + self.n_dec as u64) as f64;
-                b.logits += self.n_dec;
+            if self.step.decodes {
+                let b = &mut self.step.batch;
+                b.decode_seqs = self.decode.n;
+                b.decode_ctx_tokens = (self.decode.ctx + self.decode.n as u64) as f64;
+                b.logits += self.decode.n;
                 b.spec_tokens = self.p.spec_k;
             }
-            if self.chunks.is_empty() && !self.step_decodes {
+            if self.step.chunks.is_empty() && !self.step.decodes {
                 // Blocks are exhausted by partial prefills: free the newest one.
-                if self.n_running == 0 && !self.held.is_empty() {
+                if self.running.is_empty() && !self.in_transfer.is_empty() {
                     // Prefill pool: the cache is full of KV being transferred;
                     // a transfer's end wakes the replica.
-                    self.busy = false;
+                    self.step.busy = false;
                     return None;
                 }
-                if self.n_running == 0 {
+                if self.running.is_empty() {
                     // Nothing runs and the head of the queue does not fit an
                     // empty cache: cannot happen, requests that never fit are
                     // rejected at arrival.
                     unreachable!("waiting request can never be scheduled");
                 }
-                let victim = self.tail;
+                let victim = self.running.newest();
                 self.preempt(now, victim, sinks);
                 continue;
             }
-            self.step_cost = self.cost.step(&self.step_batch);
+            self.step.cost = self.cost.step(&self.step.batch);
             if let Some((blocks, t)) = self.swap.take_step() {
                 // Copies between host and GPU memory in this step.
-                self.step_cost.time += t;
+                self.step.cost.time += t;
                 self.stats.swap_time += t;
                 self.stats.swapped_blocks += blocks;
             }
-            self.busy = true;
-            self.step_start = now;
-            let end = now + self.step_cost.time;
+            self.step.busy = true;
+            self.step.start = now;
+            let end = now + self.step.cost.time;
             return Some(end);
         }
     }
 
-    /// `(d + 1) mod block_size`, without a division.
-    #[inline]
-    fn next_mod(&self) -> u32 {
-        if self.d_mod + 1 == self.p.block_size { 0 } else { self.d_mod + 1 }
-    }
-
-    /// Advances the decode-step counter and its phase (after a decode step),
-    /// and lets SGLang's reserve ratio decay one step towards its floor.
+    /// Advances the decode-step counter (after a decode step), and lets
+    /// SGLang's reserve ratio decay one step towards its floor.
     #[inline]
     fn advance_d(&mut self) {
-        self.d += 1;
-        self.d_mod = self.next_mod();
+        self.decode.advance();
         if self.p.admission == Admission::Reserve {
             let (_, floor, decay) = self.p.new_token_ratio;
             self.ratio = (self.ratio - decay).max(floor);
@@ -1262,7 +968,7 @@ impl<C: StepCostModel> Replica<C> {
 
     /// Start of the step in flight (the end of the previous one).
     pub fn step_start(&self) -> f64 {
-        self.step_start
+        self.step.start
     }
 
     /// Runs steady decode steps inline while nothing but decoding can happen:
@@ -1284,43 +990,44 @@ impl<C: StepCostModel> Replica<C> {
         in_system: u64,
     ) -> f64 {
         loop {
-            let end = self.step_start + self.step_cost.time;
-            let steady = self.busy
-                && self.step_decodes
-                && self.chunks.is_empty()
-                && self.joiners.is_empty()
+            let end = self.step.start + self.step.cost.time;
+            let steady = self.step.busy
+                && self.step.decodes
+                && self.step.chunks.is_empty()
+                && self.decode.joiners.is_empty()
                 && self.prefilling.is_empty()
-                && (self.waiting.is_empty() || (self.p.batching.chunked() && self.n_running >= self.p.max_num_seqs))
-                && self.extra_pending == 0
-                && self.finish.peek().is_none_or(|Reverse(e)| e.0 > self.d + 1)
-                && (self.phase_count[self.next_mod() as usize] as u64) <= self.free_blocks + self.reserved;
+                && (self.waiting.is_empty()
+                    || (self.p.batching.chunked() && self.running.len() >= self.p.max_num_seqs))
+                && self.decode.extra_pending == 0
+                && self.decode.none_due_next()
+                && self.kv.fits_growth(self.decode.blocks_needed_after());
             if !steady || end >= horizon {
                 return end;
             }
             // Finish the step in flight (pure decode, no completion).
-            *area += in_system as f64 * (end - self.step_start);
+            *area += in_system as f64 * (end - self.step.start);
             self.account_step(end);
-            self.pending_tokens -= self.n_dec as u64;
-            let gap = end - self.last_decode_end;
-            for (h, &n) in sinks.itl.iter_mut().zip(&self.n_dec_class) {
+            self.pending_tokens -= self.decode.n as u64;
+            let gap = end - self.decode.last_end;
+            for (h, &n) in sinks.itl.iter_mut().zip(&self.decode.n_class) {
                 if n > 0 {
                     h.add(gap, n as u64);
                 }
             }
-            self.last_decode_end = end;
+            self.decode.last_end = end;
             self.advance_d();
-            self.dec_ctx += self.n_dec as u64;
+            self.decode.ctx += self.decode.n as u64;
             // Plan the next one: every sequence decodes one more token.
-            self.take_growth(self.phase_count[self.d_mod as usize] as u64);
-            self.step_batch = StepBatch {
-                decode_seqs: self.n_dec,
-                decode_ctx_tokens: (self.dec_ctx + self.n_dec as u64) as f64,
-                logits: self.n_dec,
+            self.kv.take_growth(self.decode.blocks_needed());
+            self.step.batch = StepBatch {
+                decode_seqs: self.decode.n,
+                decode_ctx_tokens: (self.decode.ctx + self.decode.n as u64) as f64,
+                logits: self.decode.n,
                 spec_tokens: self.p.spec_k,
                 ..StepBatch::default()
             };
-            self.step_cost = self.cost.step(&self.step_batch);
-            self.step_start = end;
+            self.step.cost = self.cost.step(&self.step.batch);
+            self.step.start = end;
             if check && let Err(m) = self.check_invariants() {
                 panic!("replica {} at t = {end} (fast path): {m}", self.id);
             }
@@ -1331,14 +1038,14 @@ impl<C: StepCostModel> Replica<C> {
     /// returns the next step's end time, if any.
     pub fn finish_step(&mut self, t_end: f64, sinks: &mut Sinks) -> Option<f64> {
         self.account_step(t_end);
-        self.pending_tokens -= self.step_batch.prefill_tokens + self.step_batch.decode_seqs as u64;
-        if self.step_decodes {
+        self.pending_tokens -= self.step.batch.prefill_tokens + self.step.batch.decode_seqs as u64;
+        if self.step.decodes {
             // Sequences that joined the decode group at the previous step's
             // end measure their gap from their own last token; one handed
             // over from a prefill pool shows its first token now.
-            self.itl_counts.clone_from(&self.n_dec_class);
-            for &j in &self.joiners {
-                let s = &self.slots[j as usize];
+            self.itl_counts.clone_from(&self.decode.n_class);
+            for &j in &self.decode.joiners {
+                let s = &self.running[j];
                 let r = &mut sinks.records[s.req as usize];
                 let first = r.first_token.is_nan();
                 if first {
@@ -1351,23 +1058,19 @@ impl<C: StepCostModel> Replica<C> {
                     }
                 }
             }
-            let gap = t_end - self.last_decode_end;
+            let gap = t_end - self.decode.last_end;
             for (h, &n) in sinks.itl.iter_mut().zip(&self.itl_counts) {
                 if n > 0 {
                     h.add(gap, n as u64);
                 }
             }
-            self.joiners.clear();
-            self.last_decode_end = t_end;
-            let step = self.d;
+            self.decode.joiners.clear();
+            self.decode.last_end = t_end;
+            let step = self.decode.d;
             self.advance_d();
-            self.dec_ctx += self.n_dec as u64;
-            while let Some(&Reverse((at, i, version))) = self.finish.peek() {
-                if at > step {
-                    break;
-                }
-                self.finish.pop();
-                let s = self.slots[i as usize];
+            self.decode.ctx += self.decode.n as u64;
+            while let Some((i, version)) = self.decode.pop_due(step) {
+                let s = self.running[i];
                 if s.version == version && s.phase == Phase::Decode {
                     Self::span(sinks, s.req, SpanKind::Decode, s.last_token, t_end);
                     let kv = s.kv0 as u64 + (s.output - s.generated) as u64;
@@ -1376,10 +1079,10 @@ impl<C: StepCostModel> Replica<C> {
                 }
             }
         }
-        let chunks = std::mem::take(&mut self.chunks);
+        let chunks = std::mem::take(&mut self.step.chunks);
         for &(i, c) in &chunks {
-            Self::span(sinks, self.slots[i as usize].req, SpanKind::Prefill, self.step_start, t_end);
-            let s = &mut self.slots[i as usize];
+            Self::span(sinks, self.running[i].req, SpanKind::Prefill, self.step.start, t_end);
+            let s = &mut self.running[i];
             s.computed += c;
             if s.computed < s.target {
                 continue;
@@ -1394,19 +1097,9 @@ impl<C: StepCostModel> Replica<C> {
             if let Some(pos) = self.prefilling.iter().position(|&j| j == i) {
                 self.prefilling.remove(pos);
             }
-            if self.p.prefix_caching {
-                // Its full prompt blocks are now computed: others can share them.
-                let rec = sinks.records[s.req as usize];
-                let full = s.target / self.p.block_size;
-                while s.shared < full {
-                    let id = self.block_id(s.req, &rec, s.shared);
-                    if !self.cache.insert_used(id) {
-                        break;
-                    }
-                    s.shared += 1;
-                }
-                self.slots[i as usize].shared = s.shared;
-            }
+            // Its full prompt blocks are now computed: others can share them.
+            s.shared = self.kv.publish(s.req, &sinks.records[s.req as usize], s.shared, s.target);
+            self.running[i].shared = s.shared;
             let r = &mut sinks.records[s.req as usize];
             // A request that leaves a prefill pool for a decode pool has
             // not shown the client a token yet: the decode side emits its
@@ -1429,10 +1122,9 @@ impl<C: StepCostModel> Replica<C> {
                 // blocks stay until the transfer is over.
                 self.touch(t_end);
                 self.drop_reservation(i, s.blocks as u64);
-                self.unlink(i);
-                self.release(i);
+                self.running.remove(i);
                 self.pending_tokens -= (s.output - s.generated) as u64;
-                self.held.hold(s.req, s.blocks, s.shared, s.computed);
+                self.in_transfer.hold(s.req, s.blocks, s.shared, s.computed);
                 self.stats.handoffs += 1;
                 let r = &mut sinks.records[s.req as usize];
                 // As vLLM's disaggregated prefill does, the prefill instance's
@@ -1446,22 +1138,15 @@ impl<C: StepCostModel> Replica<C> {
             }
             self.join_decode(i, t_end);
         }
-        self.chunks = chunks;
-        self.chunks.clear();
+        self.step.chunks = chunks;
+        self.step.chunks.clear();
         self.plan_step(t_end, sinks)
     }
 
     /// Moves sequence `i`, whose prompt KV is complete, into the decode
     /// group; its latest token came out at `last_token`.
     fn join_decode(&mut self, i: u32, last_token: f64) {
-        let s = self.slots[i as usize];
-        let ph = self.phase_of(self.d, s.target);
-        self.phase_count[ph] += 1;
-        self.n_dec += 1;
-        if s.measured {
-            self.n_dec_class[s.class as usize] += 1;
-        }
-        self.dec_ctx += s.target as u64;
+        let s = self.running[i];
         let left = s.output - s.generated;
         let (units, extra) = if self.p.spec_k > 0 {
             // Draw the verify steps that emit the tokens left; blocks for
@@ -1481,33 +1166,28 @@ impl<C: StepCostModel> Replica<C> {
             self.pending_tokens -= (left - n) as u64;
             // ⌈a + b⌉ ≤ ⌈a⌉ + ⌈b⌉ in blocks: enough whatever the order of the runs.
             let extra = blocks_for((left - n) as u64, self.p.block_size) as u32;
-            self.extra_pending += extra as u64;
             (n, extra)
         } else {
             (0, 0)
         };
-        self.dec_rem_base += left as u64 + self.d;
-        let finish_at = self.d + if units > 0 { units } else { left } as u64 - 1;
-        let sm = &mut self.slots[i as usize];
+        let d0 = self.decode.join(i, &s, units, extra);
+        let sm = &mut self.running[i];
         sm.phase = Phase::Decode;
-        sm.d0 = self.d;
+        sm.d0 = d0;
         sm.kv0 = s.target;
         sm.last_token = last_token;
         sm.units = units;
         sm.extra = extra;
         sm.extra_held = false;
-        self.finish.push(Reverse((finish_at, i, sm.version)));
-        self.joiners.push(i);
     }
 
     fn complete(&mut self, t: f64, i: u32, blocks: u64, kv: u64, generated: u32, sinks: &mut Sinks) {
         self.touch(t);
         self.drop_reservation(i, blocks);
-        let (req, shared) = (self.slots[i as usize].req, self.slots[i as usize].shared);
+        let (req, shared) = (self.running[i].req, self.running[i].shared);
         let rec = sinks.records[req as usize];
-        self.return_blocks(req, &rec, shared, blocks, kv);
-        self.unlink(i);
-        self.release(i);
+        self.kv.give_back(req, &rec, shared, blocks, kv);
+        self.running.remove(i);
         let r = &mut sinks.records[req as usize];
         r.generated = generated;
         r.last_token = t;
@@ -1522,21 +1202,21 @@ impl<C: StepCostModel> Replica<C> {
     #[inline]
     fn account_step(&mut self, t_end: f64) {
         self.stats.steps += 1;
-        self.stats.peak_step_tokens = self.stats.peak_step_tokens.max(self.step_batch.scheduled_tokens());
-        let dt = t_end - self.step_start.max(self.window_start);
+        self.stats.peak_step_tokens = self.stats.peak_step_tokens.max(self.step.batch.scheduled_tokens());
+        let dt = t_end - self.step.start.max(self.window_start);
         if dt <= 0.0 {
             return;
         }
         // Only a step straddling the window start is counted in part.
-        let frac = if self.step_start >= self.window_start { 1.0 } else { dt / (t_end - self.step_start) };
+        let frac = if self.step.start >= self.window_start { 1.0 } else { dt / (t_end - self.step.start) };
         let s = &mut self.stats;
         s.busy += dt;
-        s.flops += self.step_cost.flops * frac;
-        s.bytes += self.step_cost.bytes * frac;
-        let b = &self.step_batch;
+        s.flops += self.step.cost.flops * frac;
+        s.bytes += self.step.cost.bytes * frac;
+        let b = &self.step.batch;
         s.batch_area += (b.decode_seqs + b.prefill_seqs) as f64 * dt;
         s.token_area += b.tokens() as f64 * dt;
-        let used = self.p.num_blocks - self.free_blocks - self.reserved;
+        let used = self.kv.used();
         s.kv_area += used as f64 * dt;
         s.peak_kv_blocks = s.peak_kv_blocks.max(used);
     }
@@ -1544,18 +1224,15 @@ impl<C: StepCostModel> Replica<C> {
     /// Closes the time integrals at the end of the run.
     pub fn close(&mut self, t_end: f64) {
         self.touch(t_end);
-        self.stats.prefix_evictions = self.cache.evictions;
+        self.stats.prefix_evictions = self.kv.cache.evictions;
     }
 
     /// Tokens still to compute, recounted from the sequences and the waiting
     /// queue (O(requests here)); the tests compare it with the running count.
     pub fn recount_pending(&self, records: &[RequestRecord]) -> u64 {
         let mut total = 0u64;
-        let mut i = self.head;
-        while i != NIL {
-            let s = &self.slots[i as usize];
+        for (_, s) in self.running.iter() {
             total += self.pending_of(s);
-            i = s.next;
         }
         for r in self.waiting.entries() {
             let rec = &records[r as usize];
@@ -1570,51 +1247,53 @@ impl<C: StepCostModel> Replica<C> {
 
     /// Checks the replica's invariants (O(running)); for tests.
     pub fn check_invariants(&self) -> Result<(), String> {
-        let (mut n_dec, mut dec_ctx, mut phase) = (0u32, 0u64, vec![0u32; self.phase_count.len()]);
+        let (mut n_dec, mut dec_ctx, mut phase) = (0u32, 0u64, vec![0u32; self.decode.phase_count.len()]);
         let mut blocks = 0u64;
         let mut n = 0;
-        let mut i = self.head;
-        while i != NIL {
-            let s = &self.slots[i as usize];
+        for (_, s) in self.running.iter() {
             if s.phase == Phase::Decode {
                 n_dec += 1;
-                dec_ctx += self.kv_len(s);
-                phase[self.phase_of(s.d0, s.kv0)] += 1;
+                dec_ctx += self.decode.kv_len(s);
+                phase[self.decode.phase_of(s.d0, s.kv0)] += 1;
             }
             blocks += match s.phase {
                 Phase::Decode => {
-                    blocks_for(self.kv_len(s), self.p.block_size) + if s.extra_held { s.extra as u64 } else { 0 }
+                    blocks_for(self.decode.kv_len(s), self.p.block_size) + if s.extra_held { s.extra as u64 } else { 0 }
                 }
                 Phase::Prefill => s.blocks as u64,
                 Phase::Free => return Err("free slot in running list".into()),
             } - s.shared as u64;
             n += 1;
-            i = s.next;
         }
-        if n != self.n_running {
-            return Err(format!("running list has {n} entries, counter says {}", self.n_running));
+        if n != self.running.len() {
+            return Err(format!("running list has {n} entries, counter says {}", self.running.len()));
         }
-        if (n_dec, dec_ctx) != (self.n_dec, self.dec_ctx) || phase != self.phase_count {
+        if (n_dec, dec_ctx) != (self.decode.n, self.decode.ctx) || phase != self.decode.phase_count {
             return Err(format!(
                 "decode aggregates ({}, {}) disagree with the sequences ({n_dec}, {dec_ctx})",
-                self.n_dec, self.dec_ctx
+                self.decode.n, self.decode.ctx
             ));
         }
-        let used = self.p.num_blocks - self.free_blocks - self.reserved;
+        let used = self.kv.used();
         // During a decode step the step's new blocks are already reserved.
-        let reserved = if self.busy && self.step_decodes { self.phase_count[self.d_mod as usize] as u64 } else { 0 };
+        let reserved = if self.step.busy && self.step.decodes {
+            self.decode.phase_count[self.decode.d_mod as usize] as u64
+        } else {
+            0
+        };
         let pending: u64 = self
+            .decode
             .joiners
             .iter()
-            .map(|&j| &self.slots[j as usize])
+            .map(|&j| &self.running[j])
             .filter(|s| !s.extra_held)
             .map(|s| s.extra as u64)
             .sum();
-        if pending != self.extra_pending {
-            return Err(format!("{} extra blocks pending, joiners owe {pending}", self.extra_pending));
+        if pending != self.decode.extra_pending {
+            return Err(format!("{} extra blocks pending, joiners owe {pending}", self.decode.extra_pending));
         }
         // Blocks shared through the prefix cache count once; blocks of KV in transfer count.
-        let blocks = blocks + self.cache.in_use + self.held.own_blocks();
+        let blocks = blocks + self.kv.cache.in_use + self.in_transfer.own_blocks();
         if used != blocks + reserved {
             return Err(format!("{used} blocks in use but sequences hold {blocks} (+{reserved} reserved)"));
         }
@@ -1629,7 +1308,7 @@ impl<C: StepCostModel> Replica<C> {
                 self.swap.capacity()
             ));
         }
-        if self.cache.evictable > self.free_blocks {
+        if self.kv.cache.evictable > self.kv.free {
             return Err("more evictable cached blocks than free blocks".into());
         }
         Ok(())

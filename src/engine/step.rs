@@ -1,0 +1,54 @@
+//! The engine step being formed or in flight: its batch, its cost, and the
+//! prompt chunks it computes.
+
+use super::running::Seq;
+use crate::cost::{StepBatch, StepCost};
+
+/// One replica's current step.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Step {
+    /// A step is in flight.
+    pub(super) busy: bool,
+    /// When it started.
+    pub(super) start: f64,
+    /// It advances the decode group.
+    pub(super) decodes: bool,
+    /// Its prompt chunks: (slot, tokens).
+    pub(super) chunks: Vec<(u32, u32)>,
+    /// What it computes.
+    pub(super) batch: StepBatch,
+    /// What it costs.
+    pub(super) cost: StepCost,
+}
+
+impl Step {
+    /// Starts forming a new step.
+    #[inline]
+    pub(super) fn clear(&mut self) {
+        self.batch = StepBatch::default();
+        self.chunks.clear();
+        self.decodes = false;
+    }
+
+    /// Adds `c` prompt tokens of sequence `s` (in slot `i`) to the step.
+    #[inline]
+    pub(super) fn push_chunk(&mut self, i: u32, s: &Seq, c: u32) {
+        let p = s.computed as f64;
+        let cf = c as f64;
+        let b = &mut self.batch;
+        b.prefill_tokens += c as u64;
+        b.prefill_seqs += 1;
+        b.prefill_attn_pairs += cf * p + cf * (cf + 1.0) / 2.0;
+        b.prefill_ctx_tokens += p;
+        if s.computed + c == s.target && s.output > 0 {
+            b.logits += 1;
+        }
+        self.chunks.push((i, c));
+    }
+
+    /// Chunk tokens of the latest chunk added (0 when none).
+    #[inline]
+    pub(super) fn last_chunk(&self) -> u32 {
+        self.chunks.last().map_or(0, |c| c.1)
+    }
+}
