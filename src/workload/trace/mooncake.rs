@@ -52,23 +52,7 @@ pub(super) fn scan_mooncake_exact<'a>(
     lit(&mut i, b", \"output_length\": ")?;
     let output = digits(&mut i)?;
     lit(&mut i, b", \"hash_ids\": [")?;
-    if b.get(i) == Some(&b']') {
-        i += 1;
-    } else {
-        loop {
-            let (v, next) = count_fast(b, i)?;
-            hashes.push(v);
-            i = next;
-            match b.get(i..i + 2)? {
-                b", " => i += 2,
-                [b']', _] => {
-                    i += 1;
-                    break;
-                }
-                _ => return None,
-            }
-        }
-    }
+    i = hash_list(b, i, hashes)?;
     lit(&mut i, b"}")?;
     if b.get(i) == Some(&b'\r') {
         i += 1;
@@ -81,18 +65,49 @@ pub(super) fn scan_mooncake_exact<'a>(
     Some((MoonFields { timestamp: Some(timestamp), input: Some(input), output: Some(output) }, next))
 }
 
+/// Skips blanks within a line (a newline ends the line, so it is not skipped).
+#[inline(always)]
+fn blanks(b: &[u8], i: &mut usize) {
+    while *i < b.len() && matches!(b[*i], b' ' | b'\t' | b'\r') {
+        *i += 1;
+    }
+}
+
+/// The counts of a `hash_ids` list that starts just after its `[` at `b[i..]`, pushed to
+/// `hashes`; returns the position after the `]`. Both scanners read lists with it: the traces'
+/// own `", "` separator is tried first, then blanks anywhere around the commas. `None`: not a
+/// list of counts (the caller falls back to a slower reader).
+#[inline(always)]
+fn hash_list(b: &[u8], mut i: usize, hashes: &mut Vec<u32>) -> Option<usize> {
+    blanks(b, &mut i);
+    if b.get(i) == Some(&b']') {
+        return Some(i + 1);
+    }
+    loop {
+        let (v, next) = count_fast(b, i)?;
+        hashes.push(v);
+        i = next;
+        if b.get(i..i + 2) == Some(b", ") && b.get(i + 2).is_some_and(u8::is_ascii_digit) {
+            i += 2;
+            continue;
+        }
+        blanks(b, &mut i);
+        match b.get(i) {
+            Some(b',') => i += 1,
+            Some(b']') => return Some(i + 1),
+            _ => return None,
+        }
+        blanks(b, &mut i);
+    }
+}
+
 /// Fast scanner for a flat Mooncake object on the line that starts at `text[pos..]`. Pushes the
 /// hash ids to `hashes`; returns the fields and the position after the line's `\n`. `None`: the
 /// line is not a simple flat object the scanner understands (the caller falls back to serde_json).
 #[inline(never)]
 pub(super) fn scan_mooncake<'a>(text: &'a str, pos: usize, hashes: &mut Vec<u32>) -> Option<(MoonFields<'a>, usize)> {
     let b = text.as_bytes();
-    // Blanks within a line (a newline ends the line, so it is not skipped).
-    let ws = |i: &mut usize| {
-        while *i < b.len() && matches!(b[*i], b' ' | b'\t' | b'\r') {
-            *i += 1;
-        }
-    };
+    let ws = |i: &mut usize| blanks(b, i);
     let mut f = MoonFields::default();
     let mut seen_hashes = false;
     let mut i = pos;
@@ -138,41 +153,7 @@ pub(super) fn scan_mooncake<'a>(text: &'a str, pos: usize, hashes: &mut Vec<u32>
                         return None;
                     }
                     seen_hashes = true;
-                    i += 1;
-                    ws(&mut i);
-                    if b.get(i) == Some(&b']') {
-                        i += 1;
-                    } else {
-                        loop {
-                            let (v, next) = count_fast(b, i)?;
-                            hashes.push(v);
-                            i = next;
-                            match b.get(i) {
-                                Some(b',') => {
-                                    i += 1;
-                                    if b.get(i) == Some(&b' ') {
-                                        i += 1;
-                                    }
-                                }
-                                Some(b']') => {
-                                    i += 1;
-                                    break;
-                                }
-                                _ => {
-                                    ws(&mut i);
-                                    match b.get(i) {
-                                        Some(b',') => i += 1,
-                                        Some(b']') => {
-                                            i += 1;
-                                            break;
-                                        }
-                                        _ => return None,
-                                    }
-                                }
-                            }
-                            ws(&mut i);
-                        }
-                    }
+                    i = hash_list(b, i + 1, hashes)?;
                 }
                 _ => match b.get(i)? {
                     b'"' => {

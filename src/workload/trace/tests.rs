@@ -147,6 +147,19 @@ fn mooncake_happy_path() {
     assert_eq!(got, vec![(0.0, 1, 2, 1, 0, 1), (0.001, 3, 4, 2, 1, 2), (0.002, 5, 6, 3, 3, 1)]);
     assert_eq!(t.hash_ids, vec![9, 10, 11, u32::MAX]);
     assert_eq!((r[0].class, r[0].session), (u32::MAX, u32::MAX));
+
+    // Hash lists in other layouts: each scanner reads them itself (no serde fallback needed for
+    // these), and every layout gives the same ids.
+    for list in ["[1, 2, 3]", "[1,2,3]", "[ 1 ,  2,\t3 ]", "[1,  2, 3]", "[\t]"] {
+        let line = format!("{{\"timestamp\": 1, \"input_length\": 2, \"output_length\": 3, \"hash_ids\": {list}}}");
+        let mut ids = Vec::new();
+        let (_, next) = super::mooncake::scan_mooncake(&line, 0, &mut ids).unwrap_or_else(|| panic!("{list}"));
+        assert_eq!(next, line.len());
+        let want: &[u32] = if list == "[\t]" { &[] } else { &[1, 2, 3] };
+        assert_eq!(ids, want, "{list}");
+        let t = parse(&line, TraceFormat::Mooncake, None, false).unwrap();
+        assert_eq!(t.hash_ids, want, "{list}");
+    }
 }
 
 #[test]
