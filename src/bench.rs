@@ -183,10 +183,10 @@ fn gen_toml(n: u64) -> String {
 fn gen_only(n: u64) -> Result<()> {
     let loaded = load_scenario_str(&gen_toml(n), Path::new("bench.toml"), &[])?;
     let t0 = Instant::now();
-    let plan = std::sync::Arc::new(crate::workload::plan::build(&loaded.scenario)?);
+    let workload = std::sync::Arc::new(crate::workload::plan::build(&loaded.scenario)?);
     let mut tokens = 0u64;
     let mut count = 0u64;
-    for r in crate::workload::Source::new(&plan, 1) {
+    for r in crate::workload::Source::new(&workload, 1) {
         tokens += r.prompt as u64 + r.output as u64;
         count += 1;
     }

@@ -3,7 +3,7 @@
 
 use crate::config::{LoadedScenario, load_scenario_with};
 use crate::error::{ConfigError, Error, Result, at};
-use crate::report::{self, format_check, format_summary, prepare_out_dir, write_atomic, write_json};
+use crate::export::{self, format_check, format_summary, prepare_out_dir, write_atomic, write_json};
 use crate::{Catalog, Setup, resolve, run_setup};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
@@ -326,7 +326,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         }
         Command::Plot(a) => cmd_plot(&a.dir),
         Command::Report(a) => {
-            let p = report::write_report(&a.dir)?;
+            let p = export::write_html_report(&a.dir)?;
             println!("report: {}", p.display());
             Ok(())
         }
@@ -380,7 +380,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             print!("{}", crate::plan::format_plan(&p, &loaded.scenario.name, a.details));
             println!("results: {}", dir.join("plan.json").display());
             if a.report {
-                println!("report: {}", report::write_report(&dir)?.display());
+                println!("report: {}", export::write_html_report(&dir)?.display());
             }
             Ok(())
         }
@@ -417,14 +417,14 @@ fn cmd_run(a: RunArgs) -> Result<()> {
         || -> Result<Option<crate::Report>> { Ok(baseline_setup(&loaded, &a.s)?.map(|bs| run_setup(&bs, seed))) },
     );
     let base = base?;
-    report::write_run(&dir, &loaded, &rep, std::env::args().collect())?;
+    export::write_run(&dir, &loaded, &rep, std::env::args().collect())?;
     if let Some(b) = &base {
         write_json(&dir.join("baseline-summary.json"), &b.summary)?;
     }
     if !a.quiet {
         print!("{}", format_summary(&rep.summary));
         if let Some(b) = &base {
-            print!("{}", report::format_baseline(&rep.summary, &b.summary));
+            print!("{}", export::format_baseline(&rep.summary, &b.summary));
         }
         println!("results: {}", dir.display());
     }
@@ -434,7 +434,7 @@ fn cmd_run(a: RunArgs) -> Result<()> {
 /// Writes report.html when asked (`--report`) and says where.
 fn finish_report(dir: &Path, wanted: bool, quiet: bool) -> Result<()> {
     if wanted {
-        let p = report::write_report(dir)?;
+        let p = export::write_html_report(dir)?;
         if !quiet {
             println!("report: {}", p.display());
         }
@@ -485,7 +485,7 @@ fn cmd_sweep(a: SweepArgs) -> Result<()> {
     let manifest = crate::sweep::SweepManifest::read(&dir)?;
     crate::sweep::write_outputs(&dir, &manifest, &points)?;
     if !a.quiet {
-        print!("{}", report::format_sweep(&manifest, &points));
+        print!("{}", export::format_sweep(&manifest, &points));
         println!("results: {}", dir.display());
     }
     finish_report(&dir, a.report, a.quiet)
@@ -518,7 +518,7 @@ fn cmd_stability_table(a: StabilityTableArgs) -> Result<()> {
     let md = crate::detection::markdown(&rows);
     print!("{md}");
     if let Some(path) = &a.out {
-        crate::report::write_atomic(path, |w| w.write_all(md.as_bytes()))?;
+        crate::export::write_atomic(path, |w| w.write_all(md.as_bytes()))?;
         println!("table: {}", path.display());
     }
     Ok(())
@@ -567,20 +567,20 @@ fn cmd_calibrate(a: CalibrateArgs) -> Result<()> {
         rows: a.rows.clone(),
         name: a.name.clone(),
     };
-    let (rep, profile) = crate::calibrate::run(&opts, &catalog)?;
-    print!("{}", crate::calibrate::format_run(&rep));
-    let dir = a.out.clone().unwrap_or_else(|| Path::new("output").join(format!("calibrate-{}", rep.profile)));
+    let (calibration, profile) = crate::calibrate::run(&opts, &catalog)?;
+    print!("{}", crate::calibrate::format_run(&calibration));
+    let dir = a.out.clone().unwrap_or_else(|| Path::new("output").join(format!("calibrate-{}", calibration.profile)));
     let engine_dir = dir.join("engine");
     std::fs::create_dir_all(&engine_dir).map_err(at("create", &engine_dir))?;
-    let file = dir.join("engine").join(format!("{}.toml", rep.profile));
-    let text = crate::calibrate::profile_toml(&profile, &rep);
+    let file = dir.join("engine").join(format!("{}.toml", calibration.profile));
+    let text = crate::calibrate::profile_toml(&profile, &calibration);
     write_atomic(&file, |w| w.write_all(text.as_bytes()))?;
-    write_json(&dir.join("calibration.json"), &rep)?;
+    write_json(&dir.join("calibration.json"), &calibration)?;
     println!(
         "profile: {}  (use it with --models {} and engine.preset = \"{}\")",
         file.display(),
         dir.display(),
-        rep.profile
+        calibration.profile
     );
     println!("results: {}", dir.join("calibration.json").display());
     Ok(())
@@ -597,8 +597,8 @@ fn cmd_plot(dir: &Path) -> Result<()> {
         return Ok(());
     }
     if dir.join("manifest.json").exists() {
-        let run = report::RunData::read(dir)?;
-        report::write_run_charts(dir, run.view())?;
+        let run = export::RunData::read(dir)?;
+        export::write_run_charts(dir, run.view())?;
         println!("redrew cdf, timeseries and timeline charts in {}", dir.display());
         return Ok(());
     }

@@ -28,8 +28,9 @@
 //! - [`cluster`]: routing across replicas;
 //! - [`sim`]: the event loop;
 //! - [`metrics`]: records, statistics, the stability verdict and the [`Summary`];
-//! - [`plan`], [`sweep`]: capacity search, plans and parameter sweeps;
-//! - [`report`], [`plot`]: exporters (JSON, CSV, manifest, terminal table, HTML) and charts.
+//! - [`plan`], [`sweep`]: capacity search, capacity plans and parameter sweeps;
+//! - [`export`], [`plot`]: one exporter per format (JSON, CSV, manifest,
+//!   terminal table, the HTML report) and charts.
 //!
 //! ## Where I/O happens
 //! Files are read or written only at these edges: [`cli`]; [`config::load`]
@@ -37,7 +38,7 @@
 //! which reads the trace and length files a workload names, through a
 //! process-wide cache in [`workload::plan`]; [`sweep`] (appends
 //! `points.jsonl` as points finish, writes the sweep files); [`plot`] and
-//! [`report`] (charts and output files); [`validate`] and [`calibrate`]
+//! [`export`] (charts and output files); [`validate`] and [`calibrate`]
 //! (their data sets); [`bench`]. The simulation itself — [`sim`],
 //! [`engine`], [`cluster`], [`cost`], [`memory`], [`metrics`] and the
 //! request [`workload::Source`] — does no I/O: a resolved [`Setup`] and a
@@ -67,11 +68,11 @@ pub mod cost;
 pub mod detection;
 pub mod engine;
 pub mod error;
+pub mod export;
 pub mod memory;
 pub mod metrics;
 pub mod plan;
 pub mod plot;
-pub mod report;
 pub mod resolve;
 pub mod rng;
 pub mod sim;

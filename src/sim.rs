@@ -57,12 +57,12 @@ pub struct SimOutput {
     pub events: u64,
     /// The cluster's state sampled at regular simulated times.
     pub timeseries: Vec<TimeSample>,
-    /// What the first [`TRACE_REQUESTS`] requests did and when (for the timeline chart).
-    pub trace: Vec<Span>,
+    /// What the first [`TIMELINE_REQUESTS`] requests did and when (for the timeline chart).
+    pub timeline: Vec<Span>,
 }
 
-/// Requests traced for the timeline chart.
-pub const TRACE_REQUESTS: u32 = 40;
+/// Requests followed for the timeline chart.
+pub const TIMELINE_REQUESTS: u32 = 40;
 
 /// Most samples kept in the time series; past it, every other sample is
 /// dropped and the interval doubles.
@@ -125,7 +125,7 @@ impl Sampler {
 enum Kind {
     /// A replica's step ends.
     StepEnd = 0,
-    /// A request's preprocessing ends: it is routed (or held by the central queue).
+    /// A request's preprocessing ends: it is routed (or queued at the central queue).
     Admit = 1,
     /// An idle replica looks at its queue.
     Wake = 2,
@@ -304,7 +304,7 @@ struct Observed {
     records: Vec<RequestRecord>,
     itl: Vec<LogHistogram>,
     completed: u64,
-    trace: Vec<Span>,
+    timeline: Vec<Span>,
     /// Completions not yet reported to the request source (closed loops, sessions).
     done: Vec<u32>,
     /// Requests a prefill replica has just handed over.
@@ -320,8 +320,8 @@ impl Observed {
             itl: &mut self.itl,
             warmup: self.warmup,
             completed: &mut self.completed,
-            trace: &mut self.trace,
-            trace_limit: TRACE_REQUESTS,
+            timeline: &mut self.timeline,
+            timeline_limit: TIMELINE_REQUESTS,
             notify: self.notify,
             done: &mut self.done,
             handoffs: &mut self.handoffs,
@@ -353,7 +353,8 @@ struct EventLoop<'s, C: StepCostModel> {
     /// `router = "central-queue"`: requests wait at the router, first come
     /// first served, until a replica has room.
     central: bool,
-    held: VecDeque<u32>,
+    /// `router = "central-queue"`: the requests waiting there.
+    central_queue: VecDeque<u32>,
     keyer: Keyer,
     limits: Limits,
     /// When each front-end worker is next free (none: unlimited).
@@ -425,7 +426,7 @@ impl<'s, C: StepCostModel> EventLoop<'s, C> {
             dec_router: Router::new(s.hardware.router, (n_rep - n_entry).max(1), Stream::DecodeRouter.seed(seed)),
             wake_pending: vec![false; n_rep],
             central: s.hardware.router == RouterKind::CentralQueue,
-            held: VecDeque::new(),
+            central_queue: VecDeque::new(),
             keyer: Keyer::new(setup, seed),
             limits: Limits::new(setup),
             frontend: vec![0.0; s.engine.frontend_workers as usize],
@@ -434,7 +435,7 @@ impl<'s, C: StepCostModel> EventLoop<'s, C> {
                 records: Vec::with_capacity(cap),
                 itl: vec![LogHistogram::new(); setup.workload.classes.len()],
                 completed: 0,
-                trace: Vec::new(),
+                timeline: Vec::new(),
                 done: Vec::new(),
                 handoffs: Vec::new(),
                 warmup,
@@ -584,7 +585,7 @@ impl<'s, C: StepCostModel> EventLoop<'s, C> {
     fn on_wake(&mut self, r: usize) {
         self.wake_pending[r] = false;
         if !self.replicas[r].is_busy()
-            && let Some(end) = self.replicas[r].plan_step(self.now, &mut self.obs.sinks())
+            && let Some(end) = self.replicas[r].form_step(self.now, &mut self.obs.sinks())
         {
             self.queue.push(Event { t: end, kind: Kind::StepEnd, key: r as u32 });
         }
@@ -605,8 +606,8 @@ impl<'s, C: StepCostModel> EventLoop<'s, C> {
             let before = self.obs.completed;
             let next = self.replicas[r].finish_step(t, &mut self.obs.sinks());
             self.in_system -= self.obs.completed - before;
-            if self.central && self.obs.completed != before && !self.held.is_empty() {
-                // Room freed for a held request: stop stepping inline to dispatch it now.
+            if self.central && self.obs.completed != before && !self.central_queue.is_empty() {
+                // Room freed for a request in the central queue: stop stepping inline to dispatch it now.
                 horizon = horizon.min(t);
             }
             if !self.obs.handoffs.is_empty() {
@@ -691,7 +692,7 @@ impl<'s, C: StepCostModel> EventLoop<'s, C> {
     fn admit_now(&mut self, id: u32) {
         if self.central {
             self.obs.records[id as usize].admitted = self.now;
-            self.held.push_back(id);
+            self.central_queue.push_back(id);
             self.dispatch();
         } else if !self.route(id) {
             self.refuse(id, RejectReason::QueueFull);
@@ -719,19 +720,19 @@ impl<'s, C: StepCostModel> EventLoop<'s, C> {
         true
     }
 
-    /// Central queue: hands held requests, first come first served, to
+    /// Central queue: hands its requests, first come first served, to
     /// replicas with room (fewer than `max_num_seqs` outstanding).
     fn dispatch(&mut self) {
-        while let Some(&id) = self.held.front() {
+        while let Some(&id) = self.central_queue.front() {
             if self.obs.records[id as usize].status != Status::InFlight {
-                self.held.pop_front();
+                self.central_queue.pop_front();
                 continue;
             }
             let r = self.router.pick(u32::MAX);
             if self.replicas[r].outstanding() >= self.replicas[r].params().max_num_seqs {
                 break;
             }
-            self.held.pop_front();
+            self.central_queue.pop_front();
             let rec = &mut self.obs.records[id as usize];
             rec.replica = r as u32;
             let work = rec.prompt as u64 + rec.output as u64;
@@ -780,7 +781,7 @@ impl<'s, C: StepCostModel> EventLoop<'s, C> {
             in_system_area: self.area,
             events: self.events,
             timeseries: self.sampler.samples,
-            trace: self.obs.trace,
+            timeline: self.obs.timeline,
         }
     }
 }

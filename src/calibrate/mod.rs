@@ -387,8 +387,8 @@ fn cannot_hint(key: &str) -> String {
     }
 }
 
-/// The report printed by `servesim calibrate`.
-pub fn format_run(r: &Report) -> String {
+/// The calibration report printed by `servesim calibrate`.
+pub fn format_run(r: &CalibrationReport) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
     let n = r.points.len();
@@ -514,7 +514,7 @@ pub struct Options {
     pub name: Option<String>,
 }
 
-/// One fitted parameter in the report.
+/// One fitted parameter in the calibration report.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct FittedParam {
     /// `section.key`.
@@ -569,7 +569,7 @@ impl ErrorStats {
 
 /// The result of `servesim calibrate`, written as calibration.json.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Report {
+pub struct CalibrationReport {
     /// The measurements.
     pub input: String,
     /// The profile the fit started from.
@@ -695,8 +695,8 @@ fn initial_value(profile: Option<&crate::catalog::EngineProfile>, key: &str) -> 
 }
 
 /// Runs a calibration: reads the measurements, fits, computes the held-out
-/// error, and returns the report with the profile to write.
-pub fn run(opts: &Options, catalog: &Catalog) -> crate::Result<(Report, crate::catalog::EngineProfile)> {
+/// error, and returns the calibration report with the profile to write.
+pub fn run(opts: &Options, catalog: &Catalog) -> crate::Result<(CalibrationReport, crate::catalog::EngineProfile)> {
     let (problem, preset, default_keys) = problem_of(opts, catalog)?;
     let base = catalog.engine(&preset).ok_or_else(|| {
         ConfigError::new(format!("no engine profile `{preset}`"))
@@ -735,7 +735,7 @@ pub fn run(opts: &Options, catalog: &Catalog) -> crate::Result<(Report, crate::c
         &c,
         held.map_or((f64::NAN, f64::NAN), |h| (h.median_abs, h.worst_abs)),
     );
-    let report = Report {
+    let calibration = CalibrationReport {
         input,
         base_profile: preset,
         profile: name,
@@ -766,25 +766,25 @@ pub fn run(opts: &Options, catalog: &Catalog) -> crate::Result<(Report, crate::c
         skipped: problem.skipped.clone(),
         warnings: c.warnings.clone(),
     };
-    Ok((report, profile))
+    Ok((calibration, profile))
 }
 
 /// A profile as a catalogue file, with a header saying how it was made.
-pub fn profile_toml(p: &crate::catalog::EngineProfile, report: &Report) -> String {
+pub fn profile_toml(p: &crate::catalog::EngineProfile, calibration: &CalibrationReport) -> String {
     let body = toml::to_string(p).unwrap_or_default();
     format!(
         "# {} -- written by `servesim calibrate` from the profile `{}`, fitted to {}.\n# Held-out error: {}.\n\
          # Put this file in <dir>/engine/ and run with --models <dir> and engine.preset = \"{}\".\n{body}",
-        report.profile,
-        report.base_profile,
-        report.input,
-        report.held_out.map_or("not available".into(), |h| format!(
+        calibration.profile,
+        calibration.base_profile,
+        calibration.input,
+        calibration.held_out.map_or("not available".into(), |h| format!(
             "median {:.1} %, worst {:.1} % over {} points ({}-fold)",
             h.median_abs * 100.0,
             h.worst_abs * 100.0,
             h.n,
-            report.folds
+            calibration.folds
         )),
-        report.profile
+        calibration.profile
     )
 }

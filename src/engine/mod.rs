@@ -1,6 +1,6 @@
 //! One engine replica: vLLM-style continuous batching with a paged KV cache.
 //!
-//! # Scheduling (one call of [`Replica::plan_step`])
+//! # Scheduling (one call of [`Replica::form_step`])
 //! With `chunked_prefill` (vLLM v1 / Sarathi-Serve):
 //! 1. every decoding sequence gets one token of the step's token budget and,
 //!    when its KV length sits on a block boundary, a new block; if blocks run
@@ -27,7 +27,7 @@
 //! ([`WaitQueue`]), the running sequences (`running`), the KV blocks and
 //! their prefix cache (`kv`, [`prefix`]), the decode group (`decode`), the
 //! step being formed (`step`), speculative draws (`speculative`), swap space
-//! (`swap`) and KV held for a hand-off (`handoff`). [`Replica`] schedules
+//! (`swap`) and KV kept for a hand-off (`handoff`). [`Replica`] schedules
 //! over them.
 
 mod decode;
@@ -288,10 +288,10 @@ pub struct Sinks<'a> {
     pub warmup: f64,
     /// Requests completed so far (whole run).
     pub completed: &'a mut u64,
-    /// Spans of the requests with id below `trace_limit`.
-    pub trace: &'a mut Vec<Span>,
+    /// Spans of the requests with id below `timeline_limit`.
+    pub timeline: &'a mut Vec<Span>,
     /// Requests traced for the timeline.
-    pub trace_limit: u32,
+    pub timeline_limit: u32,
     /// Whether completions are reported in `done`.
     pub notify: bool,
     /// Requests completed since the caller last drained it (with `notify`).
@@ -487,8 +487,8 @@ impl<C: StepCostModel> Replica<C> {
     /// Records a span of a traced request.
     #[inline]
     fn span(sinks: &mut Sinks, req: u32, kind: SpanKind, start: f64, end: f64) {
-        if req < sinks.trace_limit {
-            sinks.trace.push(Span { req, kind, start, end });
+        if req < sinks.timeline_limit {
+            sinks.timeline.push(Span { req, kind, start, end });
         }
     }
 
@@ -760,9 +760,10 @@ impl<C: StepCostModel> Replica<C> {
             self.stats.prefix_saved_tokens += skip as u64;
             self.pending_tokens -= skip as u64;
         }
-        if r.preemptions > 0 && req < sinks.trace_limit {
+        if r.preemptions > 0 && req < sinks.timeline_limit {
             // Close the open "preempted" span of this request.
-            if let Some(sp) = sinks.trace.iter_mut().rev().find(|sp| sp.req == req && sp.kind == SpanKind::Preempted) {
+            if let Some(sp) = sinks.timeline.iter_mut().rev().find(|sp| sp.req == req && sp.kind == SpanKind::Preempted)
+            {
                 sp.end = now;
             }
         }
@@ -817,7 +818,7 @@ impl<C: StepCostModel> Replica<C> {
 
     /// Forms the next step at time `now`; returns its end time, or `None`
     /// (replica goes idle) when there is nothing to run.
-    pub fn plan_step(&mut self, now: f64, sinks: &mut Sinks) -> Option<f64> {
+    pub fn form_step(&mut self, now: f64, sinks: &mut Sinks) -> Option<f64> {
         loop {
             if self.running.is_empty() && self.waiting.is_empty() {
                 self.step.busy = false;
@@ -1124,7 +1125,7 @@ impl<C: StepCostModel> Replica<C> {
                 self.drop_reservation(i, s.blocks as u64);
                 self.running.remove(i);
                 self.pending_tokens -= (s.output - s.generated) as u64;
-                self.in_transfer.hold(s.req, s.blocks, s.shared, s.computed);
+                self.in_transfer.keep(s.req, s.blocks, s.shared, s.computed);
                 self.stats.handoffs += 1;
                 let r = &mut sinks.records[s.req as usize];
                 // As vLLM's disaggregated prefill does, the prefill instance's
@@ -1140,7 +1141,7 @@ impl<C: StepCostModel> Replica<C> {
         }
         self.step.chunks = chunks;
         self.step.chunks.clear();
-        self.plan_step(t_end, sinks)
+        self.form_step(t_end, sinks)
     }
 
     /// Moves sequence `i`, whose prompt KV is complete, into the decode

@@ -601,8 +601,8 @@ impl Columns {
 }
 
 /// Whether a completed request met every objective of its class (None: its class has none).
-pub fn slo_met(plan: &WorkloadPlan, r: &RequestRecord) -> Option<bool> {
-    let slo = plan.classes.get(r.class as usize)?.slo.as_ref()?;
+pub fn slo_met(workload: &WorkloadPlan, r: &RequestRecord) -> Option<bool> {
+    let slo = workload.classes.get(r.class as usize)?.slo.as_ref()?;
     (r.status == Status::Completed).then(|| slo_checks(slo, r).iter().all(|&x| x))
 }
 
@@ -616,11 +616,11 @@ impl Summary {
 /// Builds the summary of a finished simulation.
 pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
     let s = &setup.scenario;
-    let plan = &setup.workload;
+    let workload = &setup.workload;
     let warmup = s.warmup_s;
     let start = warmup.max(0.0);
     let duration = (out.end_time - start).max(f64::MIN_POSITIVE);
-    let n_classes = plan.classes.len();
+    let n_classes = workload.classes.len();
     let mut groups: Vec<Columns> = (0..n_classes).map(|_| Columns::default()).collect();
     let measured_span = out
         .records
@@ -644,7 +644,7 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
     let mut sessions = std::collections::HashSet::new();
     for r in out.records.iter().filter(|r| r.arrival >= warmup) {
         let c = r.class as usize;
-        groups[c].add(r, plan.classes[c].slo.as_ref());
+        groups[c].add(r, workload.classes[c].slo.as_ref());
         if r.session != u32::MAX {
             sessions.insert(r.session);
         }
@@ -656,13 +656,13 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
         backlog.measure(r.arrival, shed, delay);
     }
     let n_measured: u64 = groups.iter().map(|g| g.measured).sum();
-    let classes = plan.declared_classes.then(|| {
+    let classes = workload.declared_classes.then(|| {
         ClassMap(
             groups
                 .iter()
                 .enumerate()
                 .map(|(i, g)| {
-                    let c = &plan.classes[i];
+                    let c = &workload.classes[i];
                     let mut own = Columns::default();
                     own.append(g);
                     let m = own.finish(&out.itl_by_class[i], duration, c.slo.as_ref());
@@ -804,20 +804,20 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
         |m: &LatencyMetric| PERCENTILES.iter().position(|&q| q == 50.0).map_or(f64::NAN, |i| m.dist.percentiles[i]);
     let wait50 = (median(&metrics.preprocess) + median(&metrics.queue)) / 1e3;
     backlog.time_scale(sojourn / done.max(1) as f64, median(&metrics.e2el) / 1e3, wait50);
-    let stability = assess(&backlog, plan.offline);
+    let stability = assess(&backlog, workload.offline);
     let stable = stability.stable();
     let littles_law = littles_law(&out.records, out.run_end, out.in_system_area);
     let last_arrival = out.records.last().map_or(0.0, |r| r.arrival);
-    let workload = WorkloadSummary {
-        process: plan.process.clone(),
-        offered_rate: plan.offered_rate,
-        offered_rate_unit: if plan.sessions.is_some() { "sessions".into() } else { "requests".into() },
+    let workload_summary = WorkloadSummary {
+        process: workload.process.clone(),
+        offered_rate: workload.offered_rate,
+        offered_rate_unit: if workload.sessions.is_some() { "sessions".into() } else { "requests".into() },
         observed_arrival_rate: (out.records.len() > 1 && last_arrival > 0.0)
             .then(|| out.records.len() as f64 / last_arrival),
-        users: plan.closed_loop.as_ref().map(|c| c.0),
-        trace: plan.trace.as_ref().map(|t| t.file.clone()),
-        skipped_rows: plan.skipped_rows,
-        first_skipped_row: plan.first_skipped.clone(),
+        users: workload.closed_loop.as_ref().map(|c| c.0),
+        trace: workload.trace.as_ref().map(|t| t.file.clone()),
+        skipped_rows: workload.skipped_rows,
+        first_skipped_row: workload.first_skipped.clone(),
         sessions: sessions.len() as u64,
     };
     Summary {
@@ -837,7 +837,7 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
         metrics,
         itl_percentile_relative_error: hist::RELATIVE_ERROR,
         classes,
-        workload,
+        workload: workload_summary,
         utilisation,
         kv_cache,
         speculative,

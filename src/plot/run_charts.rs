@@ -130,7 +130,7 @@ pub fn timeseries_figure(title: &str, samples: &[TimeSample], warmup: f64) -> Fi
 
 /// Timeline of the first requests: queued, prefill chunks, decode,
 /// preempted; a tick at the first token. Times in ms.
-pub fn gantt_figure(title: &str, records: &[RequestRecord], trace: &[Span], n: usize) -> Figure {
+pub fn gantt_figure(title: &str, records: &[RequestRecord], spans: &[Span], n: usize) -> Figure {
     let mut rows: Vec<GanttRow> = records
         .iter()
         .take(n)
@@ -147,7 +147,7 @@ pub fn gantt_figure(title: &str, records: &[RequestRecord], trace: &[Span], n: u
             }
         })
         .collect();
-    for sp in trace {
+    for sp in spans {
         if let Some(row) = rows.get_mut(sp.req as usize) {
             let kind = match sp.kind {
                 SpanKind::Prefill => 1,

@@ -483,7 +483,7 @@ pub fn run_sweep(
         }
     }
     std::fs::create_dir_all(dir).map_err(at("create", dir))?;
-    crate::report::write_json(&dir.join(MANIFEST), &SweepManifest { shard: opts.shard, ..manifest })?;
+    crate::export::write_json(&dir.join(MANIFEST), &SweepManifest { shard: opts.shard, ..manifest })?;
     let todo: Vec<(usize, &Vec<(String, toml::Value)>)> = points
         .iter()
         .enumerate()

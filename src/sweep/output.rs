@@ -85,7 +85,7 @@ pub fn read_points_repair(path: &Path) -> Result<Vec<PointResult>> {
     if !text.is_empty()
         && (!text.ends_with('\n') || text.lines().filter(|l| !l.trim().is_empty()).count() != points.len())
     {
-        crate::report::write_atomic(path, |w| {
+        crate::export::write_atomic(path, |w| {
             for p in &points {
                 writeln!(w, "{}", serde_json::to_string(p).map_err(std::io::Error::other)?)?;
             }
@@ -179,7 +179,7 @@ pub fn write_outputs(dir: &Path, manifest: &SweepManifest, points: &[PointResult
         .map(|p| p.metrics.iter().map(|m| m.0.clone()).collect())
         .unwrap_or_default();
     let has_baseline = points.iter().any(|p| !p.vs_baseline.is_empty());
-    crate::report::write_atomic(&dir.join("sweep.csv"), |w| {
+    crate::export::write_atomic(&dir.join("sweep.csv"), |w| {
         let mut head: Vec<String> = vec!["index".into()];
         head.extend(keys.iter().cloned());
         head.extend(["error".into(), "replications".into(), "stable_fraction".into(), "verdict".into()]);
@@ -233,7 +233,7 @@ pub fn write_outputs(dir: &Path, manifest: &SweepManifest, points: &[PointResult
         total_points: usize,
         points: &'a [PointResult],
     }
-    crate::report::write_json(
+    crate::export::write_json(
         &dir.join("sweep.json"),
         &SweepJson {
             scenario: &manifest.scenario,
@@ -307,8 +307,8 @@ pub fn merge(dirs: &[std::path::PathBuf], out: &Path, partial: bool) -> Result<V
     }
     std::fs::create_dir_all(out).map_err(at("create", out))?;
     let merged = SweepManifest { shard: None, ..manifest };
-    crate::report::write_json(&out.join(MANIFEST), &merged)?;
-    crate::report::write_atomic(&out.join(POINTS), |w| {
+    crate::export::write_json(&out.join(MANIFEST), &merged)?;
+    crate::export::write_atomic(&out.join(POINTS), |w| {
         for p in &points {
             writeln!(w, "{}", serde_json::to_string(p).map_err(std::io::Error::other)?)?;
         }

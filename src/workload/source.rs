@@ -98,7 +98,7 @@ enum From {
 
 /// A lazy, deterministic request source.
 pub struct Source {
-    plan: Arc<WorkloadPlan>,
+    workload: Arc<WorkloadPlan>,
     streams: Vec<Stream>,
     trace_pos: usize,
     trace_loop: u64,
@@ -143,12 +143,12 @@ impl ClassRngs {
 
 impl Source {
     /// The request stream of a resolved workload with the given seed.
-    pub fn new(plan: &Arc<WorkloadPlan>, seed: u64) -> Self {
+    pub fn new(workload: &Arc<WorkloadPlan>, seed: u64) -> Self {
         let mut streams = Vec::new();
-        if let Some(p) = &plan.common {
+        if let Some(p) = &workload.common {
             let mut st =
                 Stream { process: p.clone(), rng: rng(seed, Named::Arrivals), class: None, next: None, scale: 1.0 };
-            if let (Some(target), Some(n)) = (plan.rescale_to, plan.num_requests) {
+            if let (Some(target), Some(n)) = (workload.rescale_to, workload.num_requests) {
                 // Draw the same N arrivals once to find where the last lands.
                 let (mut p2, mut r2) = (st.process.clone(), st.rng.clone());
                 let mut t = 0.0;
@@ -161,7 +161,7 @@ impl Source {
             }
             streams.push(st);
         }
-        for (i, c) in plan.classes.iter().enumerate() {
+        for (i, c) in workload.classes.iter().enumerate() {
             if let Some(p) = &c.own {
                 streams.push(Stream {
                     process: p.clone(),
@@ -176,9 +176,9 @@ impl Source {
             s.next = s.process.next(0.0, &mut s.rng);
         }
         let mut src = Source {
-            plan: plan.clone(),
+            workload: workload.clone(),
             streams,
-            trace_pos: plan.trace.as_ref().map_or(0, |t| t.lo),
+            trace_pos: workload.trace.as_ref().map_or(0, |t| t.lo),
             trace_loop: 0,
             trace_next: None,
             pending: BinaryHeap::new(),
@@ -187,13 +187,13 @@ impl Source {
             free_slots: Vec::new(),
             in_flight: HashMap::new(),
             next_session: 0,
-            share_total: plan.classes.iter().map(|c| c.weight).sum(),
-            per_class: (0..plan.classes.len().max(1) as u32).map(|i| ClassRngs::new(seed, i)).collect(),
+            share_total: workload.classes.iter().map(|c| c.weight).sum(),
+            per_class: (0..workload.classes.len().max(1) as u32).map(|i| ClassRngs::new(seed, i)).collect(),
             rng_class: rng(seed, Named::Class),
             rng_trace: rng(seed, Named::Trace),
             emitted: 0,
         };
-        if let Some((users, _)) = &plan.closed_loop {
+        if let Some((users, _)) = &workload.closed_loop {
             for _ in 0..*users {
                 let slot = src.alloc(Conversation { session: 0, class: 0, turns_left: 0, context: 0, user: true });
                 src.schedule(0.0, slot);
@@ -205,12 +205,12 @@ impl Source {
 
     /// Whether the caller must report finished requests through [`Source::done`].
     pub fn needs_feedback(&self) -> bool {
-        self.plan.needs_feedback()
+        self.workload.needs_feedback()
     }
 
     /// The resolved workload.
-    pub fn plan(&self) -> &WorkloadPlan {
-        &self.plan
+    pub fn workload(&self) -> &WorkloadPlan {
+        &self.workload
     }
 
     fn alloc(&mut self, c: Conversation) -> u32 {
@@ -234,7 +234,7 @@ impl Source {
     /// Moves the trace cursor to the next kept row.
     fn advance_trace(&mut self) {
         self.trace_next = None;
-        let Some(tp) = &self.plan.trace else { return };
+        let Some(tp) = &self.workload.trace else { return };
         loop {
             if self.trace_pos >= tp.hi {
                 if !tp.repeat {
@@ -257,7 +257,7 @@ impl Source {
 
     /// The earliest source and its time.
     fn earliest(&self) -> Option<(f64, From)> {
-        if self.plan.num_requests.is_some_and(|n| self.emitted >= n) {
+        if self.workload.num_requests.is_some_and(|n| self.emitted >= n) {
             return None;
         }
         let mut best: Option<(f64, From)> = self.pending.peek().map(|Reverse(p)| (p.t, From::Pending));
@@ -274,7 +274,7 @@ impl Source {
                 consider(t * s.scale, From::Stream(i));
             }
         }
-        best.filter(|(t, _)| self.plan.horizon.is_none_or(|h| *t <= h))
+        best.filter(|(t, _)| self.workload.horizon.is_none_or(|h| *t <= h))
     }
 
     /// Time of the next request, if any (without taking it).
@@ -284,7 +284,7 @@ impl Source {
     }
 
     fn pick_class(&mut self) -> u16 {
-        let classes = &self.plan.classes;
+        let classes = &self.workload.classes;
         if classes.len() == 1 {
             return 0;
         }
@@ -304,7 +304,7 @@ impl Source {
 
     /// Prompt (with the class's shared prefix) and output of a fresh request.
     fn lengths(&mut self, class: u16) -> (u32, u32, u32) {
-        let c = &self.plan.classes[class as usize];
+        let c = &self.workload.classes[class as usize];
         let r = &mut self.per_class[class as usize];
         let (p, o) = match &c.joint {
             Some(pairs) => pairs[r.prompt.random_range(0..pairs.len())],
@@ -320,22 +320,22 @@ impl Source {
         let (prompt, output, prefix) = if conv.turns_left == 0 {
             // A new conversation.
             conv.class = fixed.unwrap_or_else(|| self.pick_class());
-            if self.plan.sessions.is_some() || !conv.user {
+            if self.workload.sessions.is_some() || !conv.user {
                 conv.session = self.next_session;
                 self.next_session = self.next_session.wrapping_add(1);
             } else {
                 // A closed-loop user without multi-turn sessions: the user is the session.
                 conv.session = slot;
             }
-            conv.turns_left = match &self.plan.sessions {
+            conv.turns_left = match &self.workload.sessions {
                 Some(s) => s.turns.sample(&mut self.per_class[conv.class as usize].turns).max(1),
                 None => 1,
             };
             self.lengths(conv.class)
         } else {
-            let c = &self.plan.classes[conv.class as usize];
+            let c = &self.workload.classes[conv.class as usize];
             let r = &mut self.per_class[conv.class as usize];
-            let new = match self.plan.sessions.as_ref().and_then(|s| s.new_tokens.as_ref()) {
+            let new = match self.workload.sessions.as_ref().and_then(|s| s.new_tokens.as_ref()) {
                 Some(d) => d.sample(&mut r.prompt),
                 None => match &c.joint {
                     Some(pairs) => pairs[r.prompt.random_range(0..pairs.len())].0,
@@ -372,8 +372,8 @@ impl Source {
                 self.send_turn(t, p.slot, None)
             }
             From::Trace => {
-                let plan = self.plan.clone();
-                let tp = plan.trace.as_ref().expect("trace");
+                let workload = self.workload.clone();
+                let tp = workload.trace.as_ref().expect("trace");
                 let (_, i) = self.trace_next.expect("trace row");
                 let row = tp.trace.rows[i];
                 let class = if row.class == u32::MAX || tp.class_map.is_empty() {
@@ -402,7 +402,7 @@ impl Source {
                 let fixed = s.class;
                 let next = s.next.expect("stream arrival");
                 s.next = s.process.next(next, &mut s.rng);
-                if self.plan.sessions.is_some() {
+                if self.workload.sessions.is_some() {
                     let slot =
                         self.alloc(Conversation { session: 0, class: 0, turns_left: 0, context: 0, user: false });
                     self.send_turn(t, slot, fixed)
@@ -425,12 +425,12 @@ impl Source {
         let conv = self.slots[slot as usize];
         if ok && conv.turns_left > 0 {
             let rng_think = &mut self.per_class[conv.class as usize].think;
-            let think = self.plan.sessions.as_ref().map_or(0.0, |s| s.think.sample(rng_think));
+            let think = self.workload.sessions.as_ref().map_or(0.0, |s| s.think.sample(rng_think));
             self.schedule(t + think, slot);
         } else if conv.user {
             self.slots[slot as usize].turns_left = 0;
             let rng_think = &mut self.per_class[conv.class as usize].think;
-            let mut think = self.plan.closed_loop.as_ref().map_or(0.0, |(_, th)| th.sample(rng_think));
+            let mut think = self.workload.closed_loop.as_ref().map_or(0.0, |(_, th)| th.sample(rng_think));
             if !ok {
                 // A refused user retries after its think time, at least 1 ms
                 // later (else a run where every request is refused would

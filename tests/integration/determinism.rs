@@ -3,7 +3,7 @@
 
 use servesim::Catalog;
 use servesim::config::load_scenario;
-use servesim::report::write_run;
+use servesim::export::write_run;
 use std::path::Path;
 
 fn files_with_threads(threads: usize, sets: &[&str]) -> (Vec<u8>, Vec<u8>) {
@@ -54,4 +54,25 @@ fn pools_speculation_swap_and_prefix_routing_are_deterministic() {
         let b = scenario_files(name, 2, &sets);
         assert!(a == b, "{name}: outputs differ between runs and thread counts");
     }
+}
+
+#[test]
+fn run_folders_of_earlier_versions_redraw_and_are_replaced_cleanly() {
+    // Earlier versions wrote the timeline's spans as trace.json ("trace" now
+    // means only a replayed request trace): such a folder still redraws, and
+    // a new run into it leaves no stale trace.json beside timeline.json.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/quickstart.toml");
+    let loaded = load_scenario(&path, &["num_requests=200".to_string()]).unwrap();
+    let setup = servesim::resolve(&loaded.scenario, &Catalog::builtin().unwrap()).unwrap();
+    let rep = servesim::run_setup(&setup, setup.scenario.seed);
+    let dir = tempfile::tempdir().unwrap();
+    write_run(dir.path(), &loaded, &rep, Vec::new()).unwrap();
+    let timeline = std::fs::read(dir.path().join("timeline.json")).unwrap();
+    assert!(timeline.len() > 100 && !dir.path().join("trace.json").exists());
+    std::fs::rename(dir.path().join("timeline.json"), dir.path().join("trace.json")).unwrap();
+    let old = servesim::export::RunData::read(dir.path()).unwrap();
+    assert_eq!(old.timeline, rep.output.timeline, "the old file name is still read");
+    write_run(dir.path(), &loaded, &rep, Vec::new()).unwrap();
+    assert!(!dir.path().join("trace.json").exists(), "a stale trace.json was left behind");
+    assert_eq!(std::fs::read(dir.path().join("timeline.json")).unwrap(), timeline);
 }

@@ -325,10 +325,10 @@ fn check_prints_the_engine_log_and_warns_of_few_sequences() {
             "workload.output_tokens.value=400",
         ],
     );
-    let text = servesim::report::format_check(&s);
+    let text = servesim::export::format_check(&s);
     assert!(text.contains("vllm would log: GPU KV cache size:"), "{text}");
     assert!(text.contains("KV budget as vllm computes it"), "{text}");
     assert!(text.contains("warning: the KV cache holds only"), "{text}");
     let roomy = common::setup(FP8_70B_H100, &["model.name=\"llama-3.1-8b\""]);
-    assert!(!servesim::report::format_check(&roomy).contains("warning: the KV cache holds only"));
+    assert!(!servesim::export::format_check(&roomy).contains("warning: the KV cache holds only"));
 }

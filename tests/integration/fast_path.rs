@@ -20,7 +20,7 @@ fn same(text: &str, sets: &[&str]) {
     }
     let (sa, sb) = (summarize(&s, seed, &a), summarize(&s, seed, &b));
     assert_eq!(serde_json::to_string(&sa).unwrap(), serde_json::to_string(&sb).unwrap(), "{sets:?}: summaries differ");
-    assert_eq!(a.trace, b.trace);
+    assert_eq!(a.timeline, b.timeline);
     assert_eq!(a.end_time.to_bits(), b.end_time.to_bits());
 }
 

@@ -147,16 +147,16 @@ fn calibrate_recovers_known_overheads_from_noisy_steps() {
         rows: Vec::new(),
         name: Some("fitted".into()),
     };
-    let (report, profile) = servesim::calibrate::run(&opts, &catalog).unwrap();
-    let got: Vec<f64> = report.params.iter().map(|p| p.value).collect();
+    let (calibration, profile) = servesim::calibrate::run(&opts, &catalog).unwrap();
+    let got: Vec<f64> = calibration.params.iter().map(|p| p.value).collect();
     assert!((got[0] - truth[0]).abs() < 0.1 * truth[0], "step overhead {} vs {}", got[0], truth[0]);
     assert!((got[1] - truth[1]).abs() < 0.15 * truth[1], "per-sequence overhead {} vs {}", got[1], truth[1]);
-    let held = report.held_out.expect("held-out folds");
+    let held = calibration.held_out.expect("held-out folds");
     assert!(held.median_abs < 0.03, "held-out median {:.3}", held.median_abs);
     // The written profile names the fit as the source of each fitted value.
     assert_eq!(profile.name, "fitted");
     assert!(profile.sources["cost.step_overhead_ms"].contains("servesim calibrate"));
-    let toml = servesim::calibrate::profile_toml(&profile, &report);
+    let toml = servesim::calibrate::profile_toml(&profile, &calibration);
     assert!(toml.contains(&format!("step_overhead_ms = {}", (got[0] * 1e6).round() / 1e6)), "{toml}");
 }
 
@@ -222,9 +222,9 @@ fn calibrate_reads_a_vllm_bench_result() {
         rows: Vec::new(),
         name: None,
     };
-    let (report, _) = servesim::calibrate::run(&opts, &catalog).unwrap();
-    let fit = report.in_sample.unwrap();
-    let before = report.before.unwrap();
+    let (calibration, _) = servesim::calibrate::run(&opts, &catalog).unwrap();
+    let fit = calibration.in_sample.unwrap();
+    let before = calibration.before.unwrap();
     assert!(fit.median_abs <= before.median_abs + 1e-9, "the fit is no worse than the profile");
 }
 

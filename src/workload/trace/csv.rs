@@ -75,7 +75,7 @@ pub(super) fn field_text(line: &str, sp: Span) -> Cow<'_, str> {
 }
 
 /// Column indices of a generic CSV trace.
-pub(super) struct CsvPlan<'c> {
+pub(super) struct CsvColumns<'c> {
     pub(super) time: Option<(usize, &'c str)>,
     pub(super) unit: TimeUnit,
     pub(super) prompt: (usize, &'c str),
@@ -162,7 +162,7 @@ pub(super) fn parse_csv(text: &str, cols: &Columns, azure: bool, skip_bad: bool)
         ));
     }
     let with = |name| column(&names, header_line, name);
-    let plan = CsvPlan {
+    let cols = CsvColumns {
         time: cols.time.as_deref().map(with).transpose()?,
         unit: cols.time_unit,
         prompt: with(&cols.prompt)?,
@@ -174,7 +174,7 @@ pub(super) fn parse_csv(text: &str, cols: &Columns, azure: bool, skip_bad: bool)
     let mut b = Builder::new(skip_bad, estimate_count(text, b'\n', 8));
     let mut classes = Interner::default();
     let mut sessions = Interner::default();
-    let t_hint = time_hint(plan.unit);
+    let t_hint = time_hint(cols.unit);
     let row_hint = format!(
         "every row needs a value for each mapped column, in the header's order ({}); fix the row, or set \
          on_bad_row = \"skip\" to drop it",
@@ -182,17 +182,17 @@ pub(super) fn parse_csv(text: &str, cols: &Columns, azure: bool, skip_bad: bool)
     );
 
     // The Azure layout (datetime, prompt, output first; nothing else mapped) has a fast path.
-    let fast = plan.unit == TimeUnit::Datetime
-        && plan.time.is_some_and(|c| c.0 == 0)
-        && plan.prompt.0 == 1
-        && plan.output.0 == 2
-        && plan.class.is_none()
-        && plan.session.is_none();
+    let fast = cols.unit == TimeUnit::Datetime
+        && cols.time.is_some_and(|c| c.0 == 0)
+        && cols.prompt.0 == 1
+        && cols.output.0 == 2
+        && cols.class.is_none()
+        && cols.session.is_none();
     for (idx, raw) in lines {
         let Some(line) = content(raw) else { continue };
         let ln = line_no(idx);
         if fast && let Some((ns, prompt, output)) = azure_fast(line) {
-            match b.order(ns, ln, plan.time.map_or("", |c| c.1)) {
+            match b.order(ns, ln, cols.time.map_or("", |c| c.1)) {
                 Ok(t) => b.trace.rows.push(TraceRow {
                     t,
                     prompt,
@@ -207,7 +207,7 @@ pub(super) fn parse_csv(text: &str, cols: &Columns, azure: bool, skip_bad: bool)
             }
             continue;
         }
-        let res = csv_row(line, ln, &plan, &mut spans, &mut b, &t_hint, &row_hint, &names, &mut classes, &mut sessions);
+        let res = csv_row(line, ln, &cols, &mut spans, &mut b, &t_hint, &row_hint, &names, &mut classes, &mut sessions);
         if let Err(e) = res {
             b.bad(e)?;
         }
@@ -237,7 +237,7 @@ pub(super) fn azure_fast(line: &str) -> Option<(i128, u32, u32)> {
 pub(super) fn csv_row(
     line: &str,
     ln: u32,
-    plan: &CsvPlan<'_>,
+    cols: &CsvColumns<'_>,
     spans: &mut Vec<Span>,
     b: &mut Builder,
     t_hint: &str,
@@ -268,17 +268,17 @@ pub(super) fn csv_row(
             )),
         }
     };
-    let time = match plan.time {
+    let time = match cols.time {
         Some(c) => {
             let s = get(c)?;
-            let ns = parse_time(&s, plan.unit).map_err(|m| TraceError::new(ln, c.1, m, t_hint))?;
+            let ns = parse_time(&s, cols.unit).map_err(|m| TraceError::new(ln, c.1, m, t_hint))?;
             Some((ns, c.1))
         }
         None => None,
     };
-    let prompt = parse_count(&get(plan.prompt)?).map_err(|m| TraceError::new(ln, plan.prompt.1, m, HINT_COUNT))?;
-    let output = parse_count(&get(plan.output)?).map_err(|m| TraceError::new(ln, plan.output.1, m, HINT_COUNT))?;
-    let class = match plan.class {
+    let prompt = parse_count(&get(cols.prompt)?).map_err(|m| TraceError::new(ln, cols.prompt.1, m, HINT_COUNT))?;
+    let output = parse_count(&get(cols.output)?).map_err(|m| TraceError::new(ln, cols.output.1, m, HINT_COUNT))?;
+    let class = match cols.class {
         Some(c) => {
             let s = get(c)?;
             if s.trim_ascii().is_empty() {
@@ -293,7 +293,7 @@ pub(super) fn csv_row(
         }
         None => None,
     };
-    let session = match plan.session {
+    let session = match cols.session {
         Some(c) => Some(get(c)?),
         None => None,
     };

@@ -406,7 +406,7 @@ fn plan_page(dir: &Path) -> Result<String> {
 }
 
 /// Writes `report.html` into a results folder; returns its path.
-pub fn write_report(dir: &Path) -> Result<std::path::PathBuf> {
+pub fn write_html_report(dir: &Path) -> Result<std::path::PathBuf> {
     let html = if dir.join("sweep.json").exists() {
         sweep_page(dir)?
     } else if dir.join("summary.json").exists() {

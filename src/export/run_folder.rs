@@ -8,11 +8,11 @@ use rayon::prelude::*;
 use std::path::Path;
 
 /// Writes a run's files into `dir`: summary.json, requests.csv,
-/// manifest.json (recording `command`), the time series and trace, and the
+/// manifest.json (recording `command`), the time series and timeline, and the
 /// charts. Each file is written atomically.
 pub fn write_run(dir: &Path, loaded: &LoadedScenario, rep: &crate::Report, command: Vec<String>) -> Result<()> {
-    let plan = rep.setup.workload.clone();
-    let class_names: Vec<String> = plan.classes.iter().map(|c| c.name.clone()).collect();
+    let workload = rep.setup.workload.clone();
+    let class_names: Vec<String> = workload.classes.iter().map(|c| c.name.clone()).collect();
     let warmup = rep.setup.scenario.warmup_s;
     let records = &rep.output.records;
     let label = run_label(rep);
@@ -21,19 +21,29 @@ pub fn write_run(dir: &Path, loaded: &LoadedScenario, rep: &crate::Report, comma
         label: &label,
         records,
         timeseries: &rep.output.timeseries,
-        trace: &rep.output.trace,
+        timeline: &rep.output.timeline,
     };
     // The CSV and the charts are the slow parts: write them side by side.
     let (csv, rest) = rayon::join(
         || {
             write_atomic(&dir.join("requests.csv"), |w| {
-                write_requests_csv(w, records, warmup, &class_names, |r| crate::metrics::slo_met(&plan, r))
+                write_requests_csv(w, records, warmup, &class_names, |r| crate::metrics::slo_met(&workload, r))
             })
         },
         || -> Result<()> {
             write_json(&dir.join("summary.json"), &rep.summary)?;
             write_json(&dir.join("timeseries.json"), &rep.output.timeseries)?;
-            write_json(&dir.join("trace.json"), &rep.output.trace)?;
+            write_json(&dir.join("timeline.json"), &rep.output.timeline)?;
+            // Earlier versions wrote the timeline as trace.json: do not leave a stale one beside it.
+            match std::fs::remove_file(dir.join("trace.json")) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(crate::Error::Runtime(format!(
+                        "cannot remove {}: {e}",
+                        dir.join("trace.json").display()
+                    )));
+                }
+                _ => {}
+            }
             write_run_charts(dir, view)
         },
     );
@@ -62,10 +72,10 @@ pub fn write_run_charts(dir: &Path, run: RunView) -> Result<()> {
         (
             "timeline",
             plot::gantt_figure(
-                &format!("{name}: the first {} requests", crate::sim::TRACE_REQUESTS),
+                &format!("{name}: the first {} requests", crate::sim::TIMELINE_REQUESTS),
                 run.records,
-                run.trace,
-                crate::sim::TRACE_REQUESTS as usize,
+                run.timeline,
+                crate::sim::TIMELINE_REQUESTS as usize,
             ),
         ),
     ];

@@ -18,8 +18,8 @@ pub struct RunData {
     pub records: Vec<RequestRecord>,
     /// Sampled cluster state.
     pub timeseries: Vec<TimeSample>,
-    /// Spans of the traced requests.
-    pub trace: Vec<Span>,
+    /// Spans of the requests followed for the timeline.
+    pub timeline: Vec<Span>,
 }
 
 /// Borrowed view of the same data (no copy of the records).
@@ -33,8 +33,8 @@ pub struct RunView<'a> {
     pub records: &'a [RequestRecord],
     /// Sampled cluster state.
     pub timeseries: &'a [TimeSample],
-    /// Spans of the traced requests.
-    pub trace: &'a [Span],
+    /// Spans of the requests followed for the timeline.
+    pub timeline: &'a [Span],
 }
 
 /// The legend label of a run.
@@ -53,11 +53,12 @@ impl RunData {
             label: &self.label,
             records: &self.records,
             timeseries: &self.timeseries,
-            trace: &self.trace,
+            timeline: &self.timeline,
         }
     }
 
-    /// Reads `manifest.json`, `requests.csv`, `timeseries.json` and `trace.json` from a run folder.
+    /// Reads `manifest.json`, `requests.csv`, `timeseries.json` and `timeline.json` from a run folder
+    /// (`trace.json` in folders written by earlier versions).
     pub fn read(dir: &Path) -> Result<Self> {
         let read = |f: &str| {
             std::fs::read_to_string(dir.join(f))
@@ -77,7 +78,13 @@ impl RunData {
         );
         let timeseries =
             serde_json::from_str(&read("timeseries.json")?).map_err(|e| bad("timeseries.json", e.to_string()))?;
-        let trace = serde_json::from_str(&read("trace.json")?).map_err(|e| bad("trace.json", e.to_string()))?;
+        // Folders written by earlier versions call the timeline file trace.json.
+        let timeline_file = if dir.join("timeline.json").exists() || !dir.join("trace.json").exists() {
+            "timeline.json"
+        } else {
+            "trace.json"
+        };
+        let timeline = serde_json::from_str(&read(timeline_file)?).map_err(|e| bad(timeline_file, e.to_string()))?;
         let csv = read("requests.csv")?;
         let class_names: Vec<&str> = scenario.workload.classes.iter().map(|c| c.name.as_str()).collect();
         let mut records = Vec::new();
@@ -119,6 +126,6 @@ impl RunData {
                 status,
             });
         }
-        Ok(RunData { scenario, label, records, timeseries, trace })
+        Ok(RunData { scenario, label, records, timeseries, timeline })
     }
 }

@@ -9,7 +9,7 @@ mod run_folder;
 mod table;
 
 pub use self::csv::write_requests_csv;
-pub use html::write_report;
+pub use html::write_html_report;
 pub use manifest::{Manifest, manifest};
 pub use run_data::{RunData, RunView, run_label};
 pub use run_folder::{write_run, write_run_charts};
@@ -25,7 +25,7 @@ pub const RUN_FILES: [&str; 11] = [
     "requests.csv",
     "manifest.json",
     "timeseries.json",
-    "trace.json",
+    "timeline.json",
     "cdf.svg",
     "cdf.png",
     "timeseries.svg",
