@@ -29,9 +29,30 @@ pub(super) fn non_negative(key: &str, v: f64) -> Check {
     }
 }
 
+/// The scenario name becomes a folder under `output/` (and `<name>-sweep`,
+/// `<name>-plan`): it must be one plain path component, so that no name can
+/// write outside `output/` or into `output/` itself.
+pub fn safe_name(name: &str) -> Check {
+    let hint = "use letters, digits, '-', '_' and '.', e.g. name = \"llama-8b-h100\"";
+    if name.is_empty() {
+        return fail("name", "is empty", hint);
+    }
+    if name.len() > 100 {
+        return fail("name", format!("is {} bytes long (at most 100)", name.len()), hint);
+    }
+    if let Some(c) = name.chars().find(|c| !(c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | '+' | '='))) {
+        return fail("name", format!("contains {c:?}, which cannot be part of a folder name here"), hint);
+    }
+    if name.starts_with('.') {
+        return fail("name", format!("{name:?} starts with '.' (a hidden or parent folder)"), hint);
+    }
+    Ok(())
+}
+
 impl Scenario {
     /// Checks every value; returns (key path, problem, fix) for the first bad one.
     pub fn validate(&self) -> Check {
+        safe_name(&self.name)?;
         match (self.num_requests, self.duration_s) {
             (Some(_), Some(_)) => {
                 return fail("duration_s", "both num_requests and duration_s are set", "keep one of them");

@@ -9,6 +9,7 @@ mod common;
 mod determinism;
 mod engines;
 mod fast_path;
+mod hostile;
 mod invariants;
 mod parallelism;
 mod plan;

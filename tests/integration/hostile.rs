@@ -1,0 +1,58 @@
+//! Step 8: what a hostile tester found. Each test failed before its fix.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Runs the binary in `cwd` (default: the repository root).
+fn servesim_in(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_servesim")).args(args).current_dir(cwd).output().expect("run servesim")
+}
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// (exit code, stdout, stderr); fails on a Rust panic.
+fn outcome(o: &Output) -> (i32, String, String) {
+    let (so, se) = (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
+    assert!(!se.contains("panicked"), "servesim panicked: {se}");
+    (o.status.code().unwrap_or(-1), so, se)
+}
+
+#[test]
+fn a_scenario_name_cannot_write_outside_output() {
+    // The default output folder is output/<name>: names that are paths were
+    // written wherever they pointed.
+    let work = tempfile::tempdir().unwrap();
+    let scenario = root().join("scenarios/quickstart.toml");
+    for name in ["../../x", "/tmp/servesim-escape", "..", ".", "a/b", ".hidden", "a\\b", "x\ny", " "] {
+        let set = format!("name={}", toml_string(name));
+        let o = servesim_in(work.path(), &["run", scenario.to_str().unwrap(), "-q", "--set", &set, "--set", "num_requests=50"]);
+        let (code, _, se) = outcome(&o);
+        assert_eq!(code, 2, "name {name:?} was accepted: {se}");
+        assert!(se.contains("name"), "the error does not name the key: {se}");
+        for s in ["sweep", "plan"] {
+            let o = servesim_in(work.path(), &[s, scenario.to_str().unwrap(), "--set", &set]);
+            assert_eq!(outcome(&o).0, 2, "{s} accepted name {name:?}");
+        }
+    }
+    // Nothing was written: not in the working folder, not beside it.
+    let left: Vec<_> = std::fs::read_dir(work.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "files written: {left:?}");
+    assert!(!Path::new("/tmp/servesim-escape").exists());
+    // An empty name takes the file's stem; a plain name is used as given.
+    let o = servesim_in(work.path(), &["run", scenario.to_str().unwrap(), "-q", "--set", "name=\"\"", "--set", "num_requests=50"]);
+    assert_eq!(outcome(&o).0, 0);
+    assert!(work.path().join("output/quickstart/summary.json").is_file());
+    let o = servesim_in(
+        work.path(),
+        &["run", scenario.to_str().unwrap(), "-q", "--set", "name=ok-1.2_b", "--set", "num_requests=50"],
+    );
+    assert_eq!(outcome(&o).0, 0);
+    assert!(work.path().join("output/ok-1.2_b/summary.json").is_file());
+}
+
+/// `s` as a TOML basic string.
+fn toml_string(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n"))
+}
