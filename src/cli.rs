@@ -216,6 +216,9 @@ struct MergeArgs {
     /// Merge even if some points are missing.
     #[arg(long)]
     partial: bool,
+    /// Replace the results already in --out.
+    #[arg(long)]
+    force: bool,
 }
 
 #[derive(Debug, Args)]
@@ -320,7 +323,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Calibrate(a) => cmd_calibrate(a),
         Command::Sweep(a) => cmd_sweep(a),
         Command::Merge(a) => {
-            let points = crate::sweep::merge(&a.dirs, &a.out, a.partial)?;
+            let points = crate::sweep::merge(&a.dirs, &a.out, a.partial, a.force)?;
             println!("merged {} points from {} folders into {}", points.len(), a.dirs.len(), a.out.display());
             Ok(())
         }
@@ -488,7 +491,33 @@ fn cmd_sweep(a: SweepArgs) -> Result<()> {
         print!("{}", export::format_sweep(&manifest, &points));
         println!("results: {}", dir.display());
     }
-    finish_report(&dir, a.report, a.quiet)
+    finish_report(&dir, a.report, a.quiet)?;
+    failed_points(&points, &dir)
+}
+
+/// A sweep with failed points exits non-zero (code 2), saying how many failed and why.
+fn failed_points(points: &[crate::sweep::PointResult], dir: &Path) -> Result<()> {
+    let failed: Vec<&str> = points.iter().filter_map(|p| p.error.as_deref()).collect();
+    if failed.is_empty() {
+        return Ok(());
+    }
+    let mut reasons: Vec<&str> = failed.iter().map(|e| e.lines().next().unwrap_or("")).collect();
+    reasons.sort_unstable();
+    reasons.dedup();
+    let more = if reasons.len() > 3 { format!("; and {} other reasons", reasons.len() - 3) } else { String::new() };
+    let others = if failed.len() < points.len() {
+        format!("; the other points' results are in {}", dir.display())
+    } else {
+        String::new()
+    };
+    Err(ConfigError::new(format!(
+        "{} of {} sweep points failed: {}{more}",
+        failed.len(),
+        points.len(),
+        reasons.iter().take(3).copied().collect::<Vec<_>>().join("; ")
+    ))
+    .hint(format!("fix the grid values of those points (each point's error is in points.jsonl){others}"))
+    .into())
 }
 
 fn cmd_stability_table(a: StabilityTableArgs) -> Result<()> {

@@ -13,6 +13,8 @@ use std::path::Path;
 pub const POINTS: &str = "points.jsonl";
 /// What the sweep is: scenario, grid, replications.
 pub const MANIFEST: &str = "sweep-manifest.json";
+/// The HTML report `servesim report` writes into a results folder.
+const REPORT: &str = "report.html";
 
 /// Everything that identifies a sweep (shards of one sweep share it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -266,10 +268,18 @@ pub fn write_charts(dir: &Path, manifest: &SweepManifest, points: &[PointResult]
 }
 
 /// Combines shard folders into `out`: the same files as one unsharded run.
-pub fn merge(dirs: &[std::path::PathBuf], out: &Path, partial: bool) -> Result<Vec<PointResult>> {
+pub fn merge(dirs: &[std::path::PathBuf], out: &Path, partial: bool, force: bool) -> Result<Vec<PointResult>> {
     let Some(first) = dirs.first() else {
         return Err(ConfigError::new("merge needs at least one results folder").into());
     };
+    // Results already in `out` (another sweep's, or a shard's) are replaced only on request.
+    let existing: Vec<&str> =
+        [MANIFEST, POINTS, "sweep.csv", "sweep.json", REPORT].into_iter().filter(|f| out.join(f).exists()).collect();
+    if !existing.is_empty() && !force {
+        return Err(ConfigError::new(format!("{} already holds results ({})", out.display(), existing.join(", ")))
+            .hint("pass --force to replace them, or --out DIR to write elsewhere")
+            .into());
+    }
     let manifest = SweepManifest::read(first)?;
     let mut points: Vec<PointResult> = Vec::new();
     for d in dirs {
@@ -315,5 +325,10 @@ pub fn merge(dirs: &[std::path::PathBuf], out: &Path, partial: bool) -> Result<V
         Ok(())
     })?;
     write_outputs(out, &merged, &points)?;
+    // An HTML report of what was there before no longer describes these results.
+    match std::fs::remove_file(out.join(REPORT)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(at("remove", &out.join(REPORT))(e)),
+        _ => {}
+    }
     Ok(points)
 }

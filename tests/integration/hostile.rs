@@ -27,7 +27,10 @@ fn a_scenario_name_cannot_write_outside_output() {
     let scenario = root().join("scenarios/quickstart.toml");
     for name in ["../../x", "/tmp/servesim-escape", "..", ".", "a/b", ".hidden", "a\\b", "x\ny", " "] {
         let set = format!("name={}", toml_string(name));
-        let o = servesim_in(work.path(), &["run", scenario.to_str().unwrap(), "-q", "--set", &set, "--set", "num_requests=50"]);
+        let o = servesim_in(
+            work.path(),
+            &["run", scenario.to_str().unwrap(), "-q", "--set", &set, "--set", "num_requests=50"],
+        );
         let (code, _, se) = outcome(&o);
         assert_eq!(code, 2, "name {name:?} was accepted: {se}");
         assert!(se.contains("name"), "the error does not name the key: {se}");
@@ -41,7 +44,10 @@ fn a_scenario_name_cannot_write_outside_output() {
     assert!(left.is_empty(), "files written: {left:?}");
     assert!(!Path::new("/tmp/servesim-escape").exists());
     // An empty name takes the file's stem; a plain name is used as given.
-    let o = servesim_in(work.path(), &["run", scenario.to_str().unwrap(), "-q", "--set", "name=\"\"", "--set", "num_requests=50"]);
+    let o = servesim_in(
+        work.path(),
+        &["run", scenario.to_str().unwrap(), "-q", "--set", "name=\"\"", "--set", "num_requests=50"],
+    );
     assert_eq!(outcome(&o).0, 0);
     assert!(work.path().join("output/quickstart/summary.json").is_file());
     let o = servesim_in(
@@ -55,4 +61,23 @@ fn a_scenario_name_cannot_write_outside_output() {
 /// `s` as a TOML basic string.
 fn toml_string(s: &str) -> String {
     format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n"))
+}
+
+#[test]
+fn a_sweep_whose_points_fail_exits_non_zero_and_says_why() {
+    // Every point failing (a typo in model.name) used to exit 0.
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("s");
+    let args =
+        ["sweep", "scenarios/quickstart.toml", "-q", "--set", "num_requests=100", "--out", out.to_str().unwrap()];
+    let o = servesim_in(root(), &[&args[..], &["--grid", "model.name=llama-3.1-8bb,qwen-x"]].concat());
+    let (code, _, se) = outcome(&o);
+    assert_eq!(code, 2, "{se}");
+    assert!(se.contains("2 of 2 sweep points failed") && se.contains("unknown model"), "{se}");
+    // One failing point of two: the other's results are written, and the exit code still says so.
+    let o = servesim_in(root(), &[&args[..], &["--force", "--grid", "model.name=llama-3.1-8b,qwen-x"]].concat());
+    let (code, _, se) = outcome(&o);
+    assert_eq!(code, 2, "{se}");
+    assert!(se.contains("1 of 2 sweep points failed") && se.contains("other points' results"), "{se}");
+    assert!(out.join("sweep.csv").is_file());
 }

@@ -63,6 +63,15 @@ fn shards_merge_into_the_unsharded_result_byte_for_byte() {
     args.extend(names.iter().map(|s| s.as_str()));
     args.extend(["--out", merged.to_str().unwrap()]);
     ok(&args);
+    // Merging over results already there needs --force (it silently replaced
+    // another sweep's results), and then drops the stale report.html.
+    std::fs::write(merged.join("report.html"), "an older sweep's report").unwrap();
+    let again = servesim(&args);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--force"));
+    assert!(merged.join("report.html").exists(), "a refused merge changed the folder");
+    ok(&[args.as_slice(), &["--force"]].concat());
+    assert!(!merged.join("report.html").exists(), "the old report.html was left beside the new results");
     // A missing shard is an error unless --partial.
     let incomplete =
         servesim(&["merge", names[0].as_str(), names[1].as_str(), "--out", d.path().join("m2").to_str().unwrap()]);
