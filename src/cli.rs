@@ -153,8 +153,8 @@ struct SweepArgs {
     /// Output folder (default: output/<scenario name>-sweep).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Seed (overrides the scenario's).
-    #[arg(long)]
+    /// Seed (overrides the scenario's; 0 to 2^63 - 1, as a scenario file can hold).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(..=i64::MAX as u64))]
     seed: Option<u64>,
     /// Do not print the results table.
     #[arg(long, short)]
@@ -178,8 +178,8 @@ struct CapacityArgs {
     /// Relative precision of each search.
     #[arg(long, default_value_t = 0.02)]
     tolerance: f64,
-    /// Seed (overrides the scenario's).
-    #[arg(long)]
+    /// Seed (overrides the scenario's; 0 to 2^63 - 1, as a scenario file can hold).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(..=i64::MAX as u64))]
     seed: Option<u64>,
 }
 
@@ -200,8 +200,8 @@ struct PlanArgs {
     /// Also write report.html.
     #[arg(long)]
     report: bool,
-    /// Seed (overrides the scenario's).
-    #[arg(long)]
+    /// Seed (overrides the scenario's; 0 to 2^63 - 1, as a scenario file can hold).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(..=i64::MAX as u64))]
     seed: Option<u64>,
 }
 
@@ -247,8 +247,8 @@ struct RunArgs {
     /// Output folder (default: output/<scenario name>).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Seed (overrides the scenario's).
-    #[arg(long)]
+    /// Seed (overrides the scenario's; 0 to 2^63 - 1, as a scenario file can hold).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(..=i64::MAX as u64))]
     seed: Option<u64>,
     /// Replace results already in the output folder.
     #[arg(long)]

@@ -81,3 +81,56 @@ fn a_sweep_whose_points_fail_exits_non_zero_and_says_why() {
     assert!(se.contains("1 of 2 sweep points failed") && se.contains("other points' results"), "{se}");
     assert!(out.join("sweep.csv").is_file());
 }
+
+#[test]
+fn a_seed_beyond_what_toml_holds_is_refused_up_front() {
+    // --seed >= 2^63 broke sweep, capacity and baselines half-way with
+    // "integer `-1`, expected u64" (a scenario file cannot hold such a seed).
+    let big = "9223372036854775808";
+    for cmd in ["run", "sweep", "capacity", "plan"] {
+        let scenario = if cmd == "plan" { "scenarios/plan-70b-chat.toml" } else { "scenarios/quickstart.toml" };
+        let o = servesim_in(root(), &[cmd, scenario, "--seed", big]);
+        let (code, _, se) = outcome(&o);
+        assert_eq!(code, 2, "{cmd}: {se}");
+        assert!(se.contains("--seed") && se.contains("9223372036854775807"), "{cmd}: {se}");
+    }
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("r");
+    let o = servesim_in(
+        root(),
+        &[
+            "run",
+            "scenarios/what-if-chunked-prefill.toml",
+            "-q",
+            "--seed",
+            "9223372036854775807",
+            "--set",
+            "num_requests=50",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    let (code, _, se) = outcome(&o);
+    assert_eq!(code, 0, "the largest seed runs, with its baseline: {se}");
+    let sweep = d.path().join("s");
+    let o = servesim_in(
+        root(),
+        &[
+            "sweep",
+            "scenarios/quickstart.toml",
+            "-q",
+            "--seed",
+            "9223372036854775807",
+            "--replications",
+            "2",
+            "--grid",
+            "workload.rate=2,4",
+            "--set",
+            "num_requests=50",
+            "--out",
+            sweep.to_str().unwrap(),
+        ],
+    );
+    let (code, _, se) = outcome(&o);
+    assert_eq!(code, 0, "the largest seed sweeps: {se}");
+}
