@@ -134,3 +134,36 @@ fn a_seed_beyond_what_toml_holds_is_refused_up_front() {
     let (code, _, se) = outcome(&o);
     assert_eq!(code, 0, "the largest seed sweeps: {se}");
 }
+
+#[test]
+fn a_length_file_with_a_half_cut_row_is_refused_with_its_line() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(
+        d.path().join("lengths.csv"),
+        "num_prefill_tokens,num_decode_tokens,num_total_tokens,pd_ratio\n3772,54,3826,69.85\n2015,15\n",
+    )
+    .unwrap();
+    let scenario = QUICK.replace(
+        "prompt_tokens = { dist = \"lognormal\", mean = 1000, cv = 1.0 }",
+        "prompt_tokens = { dist = \"empirical\", file = \"lengths.csv\", column = \"num_prefill_tokens\" }",
+    );
+    assert_ne!(scenario, QUICK);
+    let (code, se) = run_text(d.path(), &scenario);
+    assert_eq!(code, 2, "{se}");
+    assert!(se.contains("lengths.csv:3") && se.contains("the row has 2 fields"), "{se}");
+}
+
+const QUICK: &str = include_str!("../../scenarios/quickstart.toml");
+
+/// Writes `toml` as `s.toml` in `dir` and runs it (50 requests); returns (code, stderr).
+fn run_text(dir: &Path, toml: &str) -> (i32, String) {
+    let f = dir.join("s.toml");
+    std::fs::write(&f, toml).unwrap();
+    let out = dir.join("out");
+    let o = servesim_in(
+        dir,
+        &["run", f.to_str().unwrap(), "-q", "--set", "num_requests=50", "--out", out.to_str().unwrap()],
+    );
+    let (code, _, se) = outcome(&o);
+    (code, se)
+}

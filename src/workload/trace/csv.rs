@@ -181,8 +181,9 @@ pub(super) fn parse_csv(text: &str, cols: &Columns, azure: bool, skip_bad: bool)
         show(&header_shown)
     );
 
-    // The Azure layout (datetime, prompt, output first; nothing else mapped) has a fast path.
-    let fast = cols.unit == TimeUnit::Datetime
+    // The Azure layout (datetime, prompt, output; nothing else) has a fast path.
+    let fast = names.len() == 3
+        && cols.unit == TimeUnit::Datetime
         && cols.time.is_some_and(|c| c.0 == 0)
         && cols.prompt.0 == 1
         && cols.output.0 == 2
@@ -216,8 +217,8 @@ pub(super) fn parse_csv(text: &str, cols: &Columns, azure: bool, skip_bad: bool)
     b.finish()
 }
 
-/// Fast path for a row `datetime,count,count[,...]`; `None` when anything is unusual (the general
-/// path then reads the row and explains any problem).
+/// Fast path for a row `datetime,count,count`; `None` when anything is unusual (the general path
+/// then reads the row and explains any problem).
 pub(super) fn azure_fast(line: &str) -> Option<(i128, u32, u32)> {
     let b = line.as_bytes();
     let comma = b.iter().position(|&c| c == b',')?;
@@ -227,10 +228,7 @@ pub(super) fn azure_fast(line: &str) -> Option<(i128, u32, u32)> {
         return None;
     }
     let (output, j) = count_fast(b, i + 1)?;
-    match b.get(j) {
-        None | Some(b',') => Some((ns, prompt, output)),
-        _ => None,
-    }
+    if j == b.len() { Some((ns, prompt, output)) } else { None }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -257,6 +255,16 @@ pub(super) fn csv_row(
         ));
     }
     let n = spans.len();
+    if n != names.len() {
+        // A row cut short (or two rows run together) must not pass for a complete one.
+        let field = names.get(n).map_or("row", |s| s.as_str());
+        return Err(TraceError::new(
+            ln,
+            field,
+            format!("the row has {n} fields, the header has {}: it is cut short or merged with another", names.len()),
+            row_hint,
+        ));
+    }
     let get = |(i, name): (usize, &str)| -> Result<Cow<'_, str>, TraceError> {
         match spans.get(i) {
             Some(&sp) => Ok(field_text(line, sp)),
