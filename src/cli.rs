@@ -420,6 +420,7 @@ fn cmd_run(a: RunArgs) -> Result<()> {
         || -> Result<Option<crate::Report>> { Ok(baseline_setup(&loaded, &a.s)?.map(|bs| run_setup(&bs, seed))) },
     );
     let base = base?;
+    rep.check_measured().map_err(|e| loaded.locate(e))?;
     export::write_run(&dir, &loaded, &rep, std::env::args().collect())?;
     if let Some(b) = &base {
         write_json(&dir.join("baseline-summary.json"), &b.summary)?;
@@ -495,7 +496,10 @@ fn cmd_sweep(a: SweepArgs) -> Result<()> {
     failed_points(&points, &dir)
 }
 
-/// A sweep with failed points exits non-zero (code 2), saying how many failed and why.
+/// Failed sweep points are named on stderr with how many failed and why. A
+/// sweep in which every point failed exits with code 2 (a grid may hold
+/// points that cannot run, e.g. a model that does not fit at tp = 1: the rest
+/// are still results).
 fn failed_points(points: &[crate::sweep::PointResult], dir: &Path) -> Result<()> {
     let failed: Vec<&str> = points.iter().filter_map(|p| p.error.as_deref()).collect();
     if failed.is_empty() {
@@ -505,19 +509,19 @@ fn failed_points(points: &[crate::sweep::PointResult], dir: &Path) -> Result<()>
     reasons.sort_unstable();
     reasons.dedup();
     let more = if reasons.len() > 3 { format!("; and {} other reasons", reasons.len() - 3) } else { String::new() };
-    let others = if failed.len() < points.len() {
-        format!("; the other points' results are in {}", dir.display())
-    } else {
-        String::new()
-    };
-    Err(ConfigError::new(format!(
+    let what = format!(
         "{} of {} sweep points failed: {}{more}",
         failed.len(),
         points.len(),
         reasons.iter().take(3).copied().collect::<Vec<_>>().join("; ")
-    ))
-    .hint(format!("fix the grid values of those points (each point's error is in points.jsonl){others}"))
-    .into())
+    );
+    if failed.len() < points.len() {
+        eprintln!("warning: {what} (each point's error is in {})", dir.join(crate::sweep::POINTS).display());
+        return Ok(());
+    }
+    Err(ConfigError::new(what)
+        .hint("fix the grid values or the scenario (each point's error is in points.jsonl)")
+        .into())
 }
 
 fn cmd_stability_table(a: StabilityTableArgs) -> Result<()> {

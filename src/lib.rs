@@ -108,8 +108,32 @@ pub fn run_setup(setup: &Setup, seed: u64) -> Report {
     Report { setup: setup.clone(), seed, summary, output }
 }
 
-/// Resolves and simulates a scenario with its own seed.
+/// Resolves and simulates a scenario with its own seed. A run whose
+/// warm-up leaves no request to measure is an error (see
+/// [`Report::check_measured`]).
 pub fn run(scenario: &Scenario, catalog: &Catalog) -> Result<Report> {
     let setup = resolve(scenario, catalog)?;
-    Ok(run_setup(&setup, scenario.seed))
+    let report = run_setup(&setup, scenario.seed);
+    report.check_measured()?;
+    Ok(report)
+}
+
+impl Report {
+    /// Refuses a run in which no request arrived after `warmup_s`: with
+    /// `num_requests`, the run's end is known only once the arrivals are
+    /// drawn, so a warm-up at or beyond it is caught here rather than
+    /// printed as a run of zeros.
+    pub fn check_measured(&self) -> std::result::Result<(), ConfigError> {
+        let warmup = self.setup.scenario.warmup_s;
+        let records = &self.output.records;
+        if warmup <= 0.0 || records.iter().any(|r| r.arrival >= warmup) {
+            return Ok(());
+        }
+        let last = records.iter().map(|r| r.arrival).fold(0.0, f64::max);
+        Err(ConfigError::new(format!(
+            "a warm-up of {warmup} s is at or beyond the last arrival ({last:.2} s): no request is measured"
+        ))
+        .key("warmup_s")
+        .hint(format!("use warmup_s < {last:.0}, or raise num_requests so that arrivals continue past the warm-up")))
+    }
 }

@@ -33,18 +33,23 @@ pub(super) fn non_negative(key: &str, v: f64) -> Check {
 /// `<name>-plan`): it must be one plain path component, so that no name can
 /// write outside `output/` or into `output/` itself.
 pub fn safe_name(name: &str) -> Check {
-    let hint = "use letters, digits, '-', '_' and '.', e.g. name = \"llama-8b-h100\"";
+    let hint = "give a plain folder name, e.g. name = \"llama-8b-h100\"";
     if name.is_empty() {
         return fail("name", "is empty", hint);
     }
     if name.len() > 100 {
         return fail("name", format!("is {} bytes long (at most 100)", name.len()), hint);
     }
-    if let Some(c) = name.chars().find(|c| !(c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | '+' | '='))) {
-        return fail("name", format!("contains {c:?}, which cannot be part of a folder name here"), hint);
+    if let Some(c) =
+        name.chars().find(|c| c.is_control() || matches!(c, '/' | '\\' | ':' | '*' | '?' | '"' | '<' | '>' | '|'))
+    {
+        return fail("name", format!("contains {c:?}, which cannot be part of a folder name"), hint);
     }
     if name.starts_with('.') {
         return fail("name", format!("{name:?} starts with '.' (a hidden or parent folder)"), hint);
+    }
+    if name.trim() != name {
+        return fail("name", format!("{name:?} starts or ends with a blank"), hint);
     }
     Ok(())
 }

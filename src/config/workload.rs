@@ -613,6 +613,23 @@ impl ProcessConfig<'_> {
 
 use super::validate::{Check, fail, non_negative, positive, slo as check_slo};
 
+/// Largest mean (or median) length a distribution may ask for, tokens: ten
+/// times the longest context of any shipped model (1M), so that a typo such as
+/// 1e20 is refused instead of making every request too long to serve.
+const MAX_MEAN_TOKENS: f64 = 1e7;
+
+/// A distribution's typical length: finite, at least 1 token, at most [`MAX_MEAN_TOKENS`].
+fn typical_tokens(key: &str, what: &str, v: f64) -> Check {
+    if v.is_finite() && (1.0..=MAX_MEAN_TOKENS).contains(&v) {
+        return Ok(());
+    }
+    fail(
+        key,
+        format!("{what} must be between 1 and 10,000,000 tokens, got {v}"),
+        format!("set {what} to a length in tokens, e.g. {what} = 1000"),
+    )
+}
+
 fn check_length(key: &str, d: &LengthDist, allow_zero: bool) -> Check {
     let zero_hint = if allow_zero { "" } else { " (a prompt needs at least 1 token)" };
     match d {
@@ -630,8 +647,12 @@ fn check_length(key: &str, d: &LengthDist, allow_zero: bool) -> Check {
             }
         }
         LengthDist::Normal { mean, std, min, max } => {
-            if !mean.is_finite() {
-                return fail(key, format!("mean must be a finite number, got {mean}"), "set mean = <tokens>");
+            if !mean.is_finite() || mean.abs() > MAX_MEAN_TOKENS {
+                return fail(
+                    key,
+                    format!("mean must be a finite number of at most 10,000,000 tokens, got {mean}"),
+                    "set mean = <tokens>",
+                );
             }
             positive(key, *std).map_err(|(k, m, _)| {
                 (k, format!("std {m}"), "set std > 0 (use dist = \"fixed\" for no spread)".into())
@@ -661,9 +682,7 @@ fn check_length(key: &str, d: &LengthDist, allow_zero: bool) -> Check {
         }
         LengthDist::Lognormal { mean, cv, median, sigma } => match (mean, cv, median, sigma) {
             (Some(m), Some(c), None, None) => {
-                if !(m.is_finite() && *m >= 1.0) {
-                    return fail(key, format!("mean must be at least 1 token, got {m}"), "set mean >= 1");
-                }
+                typical_tokens(key, "mean", *m)?;
                 if !(c.is_finite() && *c > 0.0 && *c <= 100.0) {
                     return fail(
                         key,
@@ -673,9 +692,7 @@ fn check_length(key: &str, d: &LengthDist, allow_zero: bool) -> Check {
                 }
             }
             (None, None, Some(m), Some(s)) => {
-                if !(m.is_finite() && *m >= 1.0) {
-                    return fail(key, format!("median must be at least 1 token, got {m}"), "set median >= 1");
-                }
+                typical_tokens(key, "median", *m)?;
                 if !(s.is_finite() && *s > 0.0 && *s <= 10.0) {
                     return fail(key, format!("sigma must be in (0, 10], got {s}"), "set sigma > 0");
                 }
@@ -688,11 +705,7 @@ fn check_length(key: &str, d: &LengthDist, allow_zero: bool) -> Check {
                 );
             }
         },
-        LengthDist::Exponential { mean } => {
-            if !(mean.is_finite() && *mean >= 1.0) {
-                return fail(key, format!("mean must be at least 1 token, got {mean}"), "set mean >= 1");
-            }
-        }
+        LengthDist::Exponential { mean } => typical_tokens(key, "mean", *mean)?,
         LengthDist::Zipf { n, s } => {
             if *n == 0 {
                 return fail(key, "n must be at least 1", "set n = the largest length");

@@ -87,7 +87,7 @@ fn run_writes_results_and_refuses_to_overwrite() {
         "--out",
         out.to_str().unwrap(),
         "--set",
-        "num_requests=50",
+        "num_requests=200",
         "--force",
         "-q",
     ]);
