@@ -2,7 +2,7 @@
 //! the library and the exporters.
 
 use crate::config::{LoadedScenario, load_scenario_with};
-use crate::error::{ConfigError, Error, Result, at};
+use crate::error::{ConfigError, Error, Result};
 use crate::export::{self, format_check, format_summary, prepare_out_dir, write_atomic, write_json};
 use crate::{Catalog, Setup, resolve, run_setup};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -378,7 +378,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             let p = crate::plan::plan(&loaded, &catalog)?;
             let dir =
                 a.out.clone().unwrap_or_else(|| Path::new("output").join(format!("{}-plan", loaded.scenario.name)));
-            std::fs::create_dir_all(&dir).map_err(at("create", &dir))?;
+            crate::export::create_out_dir(&dir)?;
             write_json(&dir.join("plan.json"), &p)?;
             print!("{}", crate::plan::format_plan(&p, &loaded.scenario.name, a.details));
             println!("results: {}", dir.join("plan.json").display());
@@ -567,7 +567,7 @@ fn cmd_validate(a: ValidateArgs) -> Result<()> {
     }
     print!("{}", crate::validate::format_summary(&sets));
     if let Some(dir) = &a.out {
-        std::fs::create_dir_all(dir).map_err(at("create", dir))?;
+        crate::export::create_out_dir(dir)?;
         let path = dir.join("validation.json");
         write_json(&path, &sets)?;
         println!("results: {}", path.display());
@@ -604,7 +604,7 @@ fn cmd_calibrate(a: CalibrateArgs) -> Result<()> {
     print!("{}", crate::calibrate::format_run(&calibration));
     let dir = a.out.clone().unwrap_or_else(|| Path::new("output").join(format!("calibrate-{}", calibration.profile)));
     let engine_dir = dir.join("engine");
-    std::fs::create_dir_all(&engine_dir).map_err(at("create", &engine_dir))?;
+    crate::export::create_out_dir(&engine_dir)?;
     let file = dir.join("engine").join(format!("{}.toml", calibration.profile));
     let text = crate::calibrate::profile_toml(&profile, &calibration);
     write_atomic(&file, |w| w.write_all(text.as_bytes()))?;

@@ -57,11 +57,7 @@ pub fn write_atomic(path: &Path, write: impl FnOnce(&mut dyn Write) -> std::io::
 /// Prepares an output folder: creates it, or refuses to overwrite results
 /// already in it unless `force`.
 pub fn prepare_out_dir(dir: &Path, force: bool) -> Result<PathBuf> {
-    if dir.exists() && !dir.is_dir() {
-        return Err(ConfigError::new(format!("{} exists and is not a folder", dir.display()))
-            .hint("pass --out with a folder path")
-            .into());
-    }
+    check_out_dir(dir)?;
     if !force {
         let existing: Vec<&str> = RUN_FILES.iter().copied().filter(|f| dir.join(f).exists()).collect();
         if !existing.is_empty() {
@@ -70,8 +66,35 @@ pub fn prepare_out_dir(dir: &Path, force: bool) -> Result<PathBuf> {
                 .into());
         }
     }
-    std::fs::create_dir_all(dir).map_err(|e| Error::Runtime(format!("cannot create {}: {e}", dir.display())))?;
+    create_out_dir(dir)?;
     Ok(dir.to_path_buf())
+}
+
+/// Refuses an output path that cannot become a folder: a file, or a
+/// symbolic link to nothing (which creating reported as "File exists").
+fn check_out_dir(dir: &Path) -> Result<()> {
+    let Ok(meta) = std::fs::symlink_metadata(dir) else { return Ok(()) };
+    if meta.file_type().is_symlink() && std::fs::metadata(dir).is_err() {
+        let target = std::fs::read_link(dir).map_or_else(|_| "?".into(), |t| t.display().to_string());
+        return Err(ConfigError::new(format!(
+            "{} is a symbolic link to {target}, which does not exist",
+            dir.display()
+        ))
+        .hint("create the folder it points to, remove the link, or pass another --out")
+        .into());
+    }
+    if !dir.is_dir() {
+        return Err(ConfigError::new(format!("{} exists and is not a folder", dir.display()))
+            .hint("pass --out with a folder path")
+            .into());
+    }
+    Ok(())
+}
+
+/// Creates an output folder (and its parents), after [`check_out_dir`].
+pub fn create_out_dir(dir: &Path) -> Result<()> {
+    check_out_dir(dir)?;
+    std::fs::create_dir_all(dir).map_err(crate::error::at("create", dir))
 }
 
 /// Writes `value` as pretty JSON followed by a newline.

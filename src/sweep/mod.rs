@@ -482,7 +482,7 @@ pub fn run_sweep(
             std::fs::remove_file(&points_file).map_err(at("remove", &points_file))?;
         }
     }
-    std::fs::create_dir_all(dir).map_err(at("create", dir))?;
+    crate::export::create_out_dir(dir)?;
     crate::export::write_json(&dir.join(MANIFEST), &SweepManifest { shard: opts.shard, ..manifest })?;
     let todo: Vec<(usize, &Vec<(String, toml::Value)>)> = points
         .iter()

@@ -315,7 +315,7 @@ pub fn merge(dirs: &[std::path::PathBuf], out: &Path, partial: bool, force: bool
         .hint("finish the missing shards (servesim sweep ... --shard K/N --resume), or pass --partial to merge what is there")
         .into());
     }
-    std::fs::create_dir_all(out).map_err(at("create", out))?;
+    crate::export::create_out_dir(out)?;
     let merged = SweepManifest { shard: None, ..manifest };
     crate::export::write_json(&out.join(MANIFEST), &merged)?;
     crate::export::write_atomic(&out.join(POINTS), |w| {

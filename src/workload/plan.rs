@@ -179,11 +179,7 @@ pub fn read_trace(
     if let Some(t) = cache().lock().expect("cache lock").get(&ck) {
         return Ok(t.clone());
     }
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        ConfigError::new(format!("cannot read {}: {e}", path.display()))
-            .key(key)
-            .hint("paths are relative to the scenario file's folder; check the file name")
-    })?;
+    let text = read_data_file(&path, key)?;
     let t = trace::parse(&text, format, columns, skip_bad).map_err(|e| {
         let mut err = ConfigError::new(if e.field.is_empty() {
             e.message.clone()
@@ -200,6 +196,52 @@ pub fn read_trace(
     let t = Arc::new(t);
     cache().lock().expect("cache lock").insert(ck, t.clone());
     Ok(t)
+}
+
+/// Largest trace or length file read, bytes (2 GiB: about 4·10⁷ CSV rows or
+/// 10⁷ Mooncake lines; a larger trace can be split or sampled first).
+pub const MAX_DATA_FILE_BYTES: u64 = 2 << 30;
+
+/// Reads a trace or length file: a regular file (not a device, pipe or
+/// folder: `/dev/zero` read until memory ran out) of at most
+/// [`MAX_DATA_FILE_BYTES`], checked again while reading in case it grows.
+fn read_data_file(path: &Path, key: &str) -> Result<String, ConfigError> {
+    use std::io::Read;
+    let fail = |what: String, hint: &str| ConfigError::new(what).key(key).hint(hint);
+    let cannot = |e: std::io::Error| {
+        fail(
+            format!("cannot read {}: {e}", path.display()),
+            "paths are relative to the scenario file's folder; check the file name",
+        )
+    };
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    let meta = file.metadata().map_err(cannot)?;
+    if !meta.is_file() {
+        return Err(fail(
+            format!("{} is not a regular file", path.display()),
+            "name a CSV or JSON-lines file (not a folder, device or pipe)",
+        ));
+    }
+    let too_big = |n: u64| {
+        fail(
+            format!("{} holds {n} bytes; servesim reads at most {MAX_DATA_FILE_BYTES} (2 GiB)", path.display()),
+            "split the file, or keep a sample of its rows",
+        )
+    };
+    if meta.len() > MAX_DATA_FILE_BYTES {
+        return Err(too_big(meta.len()));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_DATA_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(cannot)?;
+    if bytes.len() as u64 > MAX_DATA_FILE_BYTES {
+        return Err(too_big(bytes.len() as u64));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        fail(
+            format!("{} is not UTF-8 text (invalid byte at offset {})", path.display(), e.utf8_error().valid_up_to()),
+            "a trace or length file is CSV or JSON-lines text; check that the file is not compressed or binary",
+        )
+    })
 }
 
 fn csv_columns(prompt: &Option<String>, output: &Option<String>) -> Option<Columns> {

@@ -198,3 +198,69 @@ fn a_warm_up_beyond_the_last_arrival_and_absurd_means_are_refused() {
         assert!(se.contains("prompt_tokens") && se.contains(key) && se.contains("10,000,000"), "{dist}: {se}");
     }
 }
+
+#[test]
+fn a_trace_must_be_a_regular_text_file() {
+    // file = "/dev/zero" read until memory ran out.
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("binary.csv"), [0x1f, 0x8b, 0x08, 0x00, 0xff, 0xfe, 0x00]).unwrap();
+    std::fs::create_dir(d.path().join("folder.csv")).unwrap();
+    let base = std::fs::read_to_string(root().join("scenarios/code-completion.toml")).unwrap();
+    for (file, says) in [
+        ("/dev/zero", "is not a regular file"),
+        ("folder.csv", "is not a regular file"),
+        ("binary.csv", "is not UTF-8 text"),
+        ("missing.csv", "cannot read"),
+    ] {
+        let s = base.replace("file = \"traces/AzureLLMInferenceTrace_code.csv\"", &format!("file = \"{file}\""));
+        assert_ne!(s, base);
+        let (code, se) = run_text(d.path(), &s);
+        assert_eq!(code, 2, "{file}: {se}");
+        assert!(se.contains(says) && se.contains("workload.trace.file"), "{file}: {se}");
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_dangling_symlink_as_out_is_named_as_such() {
+    // It was reported as "File exists".
+    let d = tempfile::tempdir().unwrap();
+    let link = d.path().join("out");
+    std::os::unix::fs::symlink(d.path().join("nowhere"), &link).unwrap();
+    for cmd in ["run", "sweep"] {
+        let mut args = vec![cmd, "scenarios/quickstart.toml", "-q", "--set", "num_requests=200"];
+        if cmd == "sweep" {
+            args.extend(["--grid", "workload.rate=5,10"]);
+        }
+        args.extend(["--out", link.to_str().unwrap()]);
+        let o = servesim_in(root(), &args);
+        let (code, _, se) = outcome(&o);
+        assert_eq!(code, 2, "{cmd}: {se}");
+        assert!(se.contains("symbolic link") && se.contains("nowhere") && !se.contains("File exists"), "{cmd}: {se}");
+    }
+}
+
+#[test]
+fn header_errors_quote_a_short_printable_prefix() {
+    // The whole first line of whatever file was named was quoted: 26 kB for a
+    // wide header, terminal escapes passed through raw.
+    let d = tempfile::tempdir().unwrap();
+    let wide: Vec<String> = (0..3000).map(|i| format!("col{i}")).collect();
+    std::fs::write(d.path().join("wide.csv"), format!("{}\n1,2,3\n", wide.join(","))).unwrap();
+    std::fs::write(d.path().join("ctl.csv"), "\u{1b}[31mred\u{7},b,c\n1,2,3\n").unwrap();
+    let base = std::fs::read_to_string(root().join("scenarios/code-completion.toml")).unwrap();
+    for (file, format) in [
+        ("wide.csv", "format = \"csv\"\nprompt_column = \"p\"\noutput_column = \"o\""),
+        ("wide.csv", "format = \"azure\""),
+        ("ctl.csv", "format = \"azure\""),
+        ("ctl.csv", "format = \"csv\"\nprompt_column = \"p\"\noutput_column = \"o\""),
+    ] {
+        let s = base
+            .replace("file = \"traces/AzureLLMInferenceTrace_code.csv\"", &format!("file = \"{file}\""))
+            .replace("format = \"azure\"", format);
+        let (code, se) = run_text(d.path(), &s);
+        assert_eq!(code, 2, "{file}: {se}");
+        assert!(se.len() < 1200, "{file}: a {}-byte error", se.len());
+        assert!(!se.contains('\u{1b}') && !se.contains('\u{7}'), "{file}: raw control characters: {se:?}");
+    }
+}

@@ -114,7 +114,7 @@ pub(super) fn column<'c>(names: &[String], header_line: u32, name: &'c str) -> R
             header_line,
             name,
             format!("no column named {} in the header", show(name)),
-            format!("the header's columns are: {}; map the field to one of them", names.join(", ")),
+            format!("the header's columns are: {}; map the field to one of them", show_list(names)),
         )),
     }
 }

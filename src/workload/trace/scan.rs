@@ -32,6 +32,17 @@ pub(super) fn show(s: &str) -> String {
     }
 }
 
+/// At most 12 names, each escaped and cut by [`show`], then how many more:
+/// an error quotes a short, printable prefix of whatever file was named.
+pub(super) fn show_list(names: &[String]) -> String {
+    const MAX: usize = 12;
+    let mut out: Vec<String> = names.iter().take(MAX).map(|n| show(n)).collect();
+    if names.len() > MAX {
+        out.push(format!("... and {} more", names.len() - MAX));
+    }
+    out.join(", ")
+}
+
 /// 1-based line number of the line at 0-based index `idx`.
 pub(super) fn line_no(idx: usize) -> u32 {
     u32::try_from(idx + 1).unwrap_or(u32::MAX)

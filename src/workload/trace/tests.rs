@@ -272,7 +272,7 @@ fn csv_mapping_errors() {
     let e = err_of(csv("\n\nprompt,o,t\n1,2,3\n", &cols(Some("t"), TimeUnit::S), true));
     assert_eq!((e.line, e.field.as_str()), (3, "p"));
     assert!(e.message.contains("no column named \"p\""), "{e}");
-    assert!(e.hint.contains("prompt, o, t"), "{e}");
+    assert!(e.hint.contains("\"prompt\", \"o\", \"t\""), "{e}");
     let mut c = cols(None, TimeUnit::S);
     c.session = Some("sess".to_string());
     let e = err_of(csv("p,o\n1,2\n", &c, false));
