@@ -193,9 +193,51 @@ pub fn read_trace(
         }
         err
     })?;
+    check_skipped(&t, &path, key)?;
     let t = Arc::new(t);
     cache().lock().expect("cache lock").insert(ck, t.clone());
     Ok(t)
+}
+
+/// Largest fraction of a file's data rows `on_bad_row = "skip"` may drop:
+/// beyond it the file (or its column mapping) is wrong, and a replay of what
+/// is left would misrepresent it.
+pub const MAX_SKIPPED_FRACTION: f64 = 0.01;
+
+/// Refuses a file of which `on_bad_row = "skip"` dropped more than
+/// [`MAX_SKIPPED_FRACTION`], naming the row most of them fell behind when a
+/// timestamp jumped ahead (one far-future row dropped half a trace).
+fn check_skipped(t: &Trace, path: &Path, key: &str) -> Result<(), ConfigError> {
+    let (kept, skipped) = (t.rows.len() as u64, t.skipped);
+    let total = kept + skipped;
+    if skipped as f64 <= MAX_SKIPPED_FRACTION * total as f64 {
+        return Ok(());
+    }
+    let (line, behind) = t.skipped_behind;
+    let blamed = behind * 2 >= skipped;
+    let cause = if blamed {
+        format!("; {behind} of them are earlier than line {line}, whose timestamp jumps ahead of the rows after it")
+    } else {
+        String::new()
+    };
+    let mut err = ConfigError::new(format!(
+        "{skipped} of {total} data rows ({:.1}%) are bad, more than the {}% that on_bad_row = \"skip\" may drop{cause} \
+         (the first skipped: {})",
+        100.0 * skipped as f64 / total as f64,
+        MAX_SKIPPED_FRACTION * 100.0,
+        t.first_skipped.as_deref().unwrap_or("")
+    ))
+    .file(path)
+    .key(key)
+    .hint(if blamed {
+        "fix or remove the row named (its timestamp), then replay the file"
+    } else {
+        "fix the file, or check that the format and column mapping match it"
+    });
+    if blamed {
+        err.line = Some(line as usize);
+    }
+    Err(err)
 }
 
 /// Largest trace or length file read, bytes (2 GiB: about 4·10⁷ CSV rows or

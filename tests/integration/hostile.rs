@@ -264,3 +264,38 @@ fn header_errors_quote_a_short_printable_prefix() {
         assert!(!se.contains('\u{1b}') && !se.contains('\u{7}'), "{file}: raw control characters: {se:?}");
     }
 }
+
+#[test]
+fn skipping_bad_rows_cannot_drop_much_of_a_trace() {
+    // One far-future timestamp made every later row "go backwards": with
+    // on_bad_row = "skip", half the trace was dropped without a word.
+    let d = tempfile::tempdir().unwrap();
+    let trace = std::fs::read_to_string(root().join("scenarios/traces/AzureLLMInferenceTrace_code.csv")).unwrap();
+    let mut lines: Vec<&str> = trace.lines().collect();
+    let n = lines.len();
+    lines.insert(n / 2, "2031-01-01 00:00:00.000000,100,10");
+    std::fs::write(d.path().join("jump.csv"), lines.join("\n") + "\n").unwrap();
+    // A few bad rows (well under 1%) are still skipped and counted.
+    let mut few: Vec<&str> = trace.lines().collect();
+    few.insert(100, "2023-11-16 18:15:46.6805,x,1");
+    few.insert(200, "garbage");
+    std::fs::write(d.path().join("few.csv"), few.join("\n") + "\n").unwrap();
+    let base = std::fs::read_to_string(root().join("scenarios/code-completion.toml")).unwrap();
+    let with = |file: &str| {
+        base.replace(
+            "file = \"traces/AzureLLMInferenceTrace_code.csv\"",
+            &format!("file = \"{file}\"\non_bad_row = \"skip\""),
+        )
+    };
+    let (code, se) = run_text(d.path(), &with("jump.csv"));
+    assert_eq!(code, 2, "{se}");
+    let line = n / 2 + 1;
+    assert!(se.contains(&format!("jump.csv:{line}")), "the far-future row is not named: {se}");
+    assert!(se.contains("more than the 1%") && se.contains("jumps ahead"), "{se}");
+    let f = d.path().join("s.toml");
+    std::fs::write(&f, with("few.csv")).unwrap();
+    let o = servesim_in(d.path(), &["run", f.to_str().unwrap(), "--set", "duration_s=60", "--out", "o"]);
+    let (code, so, se) = outcome(&o);
+    assert_eq!(code, 0, "{se}");
+    assert!(so.contains("Bad rows skipped") && so.contains("2 (first: few.csv: line 101"), "{so}");
+}

@@ -129,6 +129,10 @@ pub struct Trace {
     pub skipped: u64,
     /// The first skipped row's problem, as "line N, field F: message".
     pub first_skipped: Option<String>,
+    /// The kept row that the most skipped rows fell behind (their timestamps
+    /// earlier than its own), and how many: (line, rows). One far-future
+    /// timestamp shows here as the cause of every row skipped after it.
+    pub skipped_behind: (u32, u64),
 }
 
 /// A bad row or header: where and how to fix it.

@@ -163,11 +163,22 @@ pub(super) struct Builder {
     t0: Option<i128>,
     /// Timestamp and line of the previous kept row.
     pub(super) prev: Option<(i128, u32)>,
+    /// Rows skipped for going back behind the previous kept row, counted
+    /// for the latest such row, and the most behind any one row: (line, count).
+    behind: (u32, u64),
+    worst_behind: (u32, u64),
 }
 
 impl Builder {
     pub(super) fn new(skip_bad: bool, rows: usize) -> Self {
-        Builder { trace: Trace { rows: Vec::with_capacity(rows), ..Trace::default() }, skip_bad, t0: None, prev: None }
+        Builder {
+            trace: Trace { rows: Vec::with_capacity(rows), ..Trace::default() },
+            skip_bad,
+            t0: None,
+            prev: None,
+            behind: (0, 0),
+            worst_behind: (0, 0),
+        }
     }
 
     /// A bad data row: counted (with `skip_bad`) or returned.
@@ -188,6 +199,10 @@ impl Builder {
         if let Some((p, pl)) = self.prev
             && ns < p
         {
+            self.behind = if self.behind.0 == pl { (pl, self.behind.1 + 1) } else { (pl, 1) };
+            if self.behind.1 > self.worst_behind.1 {
+                self.worst_behind = self.behind;
+            }
             return Err(TraceError::new(
                 line,
                 field,
@@ -200,7 +215,8 @@ impl Builder {
         Ok(ns_to_secs(ns - t0))
     }
 
-    pub(super) fn finish(self) -> Result<Trace, TraceError> {
+    pub(super) fn finish(mut self) -> Result<Trace, TraceError> {
+        self.trace.skipped_behind = self.worst_behind;
         if !self.trace.rows.is_empty() {
             return Ok(self.trace);
         }
