@@ -14,6 +14,22 @@ use std::path::{Path, PathBuf};
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+/// Bounds on a run's work (src/limits.rs); every command takes them.
+#[derive(Debug, Args)]
+struct LimitArgs {
+    /// Most requests one run may simulate (refused before simulating beyond it).
+    #[arg(long, global = true, value_name = "N", default_value_t = crate::limits::Limits::DEFAULT_MAX_REQUESTS)]
+    max_requests: u64,
+    /// Latest expected arrival of one run, simulated seconds.
+    #[arg(long, global = true, value_name = "SECONDS", default_value_t = crate::limits::Limits::DEFAULT_MAX_HORIZON_S)]
+    max_horizon: f64,
+    /// Stop a command still simulating after this many wall-clock seconds (nothing is written).
+    #[arg(long, global = true, value_name = "SECONDS")]
+    max_wall_time: Option<f64>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -288,6 +304,24 @@ pub fn main() -> i32 {
             return e.exit_code();
         }
     };
+    if !(cli.limits.max_horizon.is_finite() && cli.limits.max_horizon > 0.0) {
+        eprintln!("error: --max-horizon must be a positive number of seconds, got {}", cli.limits.max_horizon);
+        return 2;
+    }
+    crate::limits::set(crate::limits::Limits {
+        max_requests: cli.limits.max_requests,
+        max_horizon_s: cli.limits.max_horizon,
+    });
+    if let Some(s) = cli.limits.max_wall_time {
+        if !(s.is_finite() && s > 0.0) {
+            eprintln!("error: --max-wall-time must be a positive number of seconds, got {s}");
+            return 2;
+        }
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_secs_f64(s));
+            crate::limits::request_stop();
+        });
+    }
     let code = match dispatch(cli) {
         Ok(()) => 0,
         Err(e) => {
@@ -420,7 +454,10 @@ fn cmd_run(a: RunArgs) -> Result<()> {
         || -> Result<Option<crate::Report>> { Ok(baseline_setup(&loaded, &a.s)?.map(|bs| run_setup(&bs, seed))) },
     );
     let base = base?;
-    rep.check_measured().map_err(|e| loaded.locate(e))?;
+    rep.check().map_err(|e| loaded.locate(e))?;
+    if let Some(b) = &base {
+        b.check_complete()?;
+    }
     export::write_run(&dir, &loaded, &rep, std::env::args().collect())?;
     if let Some(b) = &base {
         write_json(&dir.join("baseline-summary.json"), &b.summary)?;

@@ -69,6 +69,7 @@ pub mod detection;
 pub mod engine;
 pub mod error;
 pub mod export;
+pub mod limits;
 pub mod memory;
 pub mod metrics;
 pub mod plan;
@@ -109,16 +110,45 @@ pub fn run_setup(setup: &Setup, seed: u64) -> Report {
 }
 
 /// Resolves and simulates a scenario with its own seed. A run whose
-/// warm-up leaves no request to measure is an error (see
-/// [`Report::check_measured`]).
+/// warm-up leaves no request to measure, or that was stopped, is an error
+/// (see [`Report::check`]).
 pub fn run(scenario: &Scenario, catalog: &Catalog) -> Result<Report> {
     let setup = resolve(scenario, catalog)?;
     let report = run_setup(&setup, scenario.seed);
-    report.check_measured()?;
+    report.check()?;
     Ok(report)
 }
 
 impl Report {
+    /// Refuses a run that was stopped before its end ([`Report::check_complete`])
+    /// or that measured nothing ([`Report::check_measured`]).
+    pub fn check(&self) -> std::result::Result<(), ConfigError> {
+        self.check_complete()?;
+        self.check_measured()
+    }
+
+    /// Refuses a run stopped before its last event: its numbers describe
+    /// only part of it.
+    pub fn check_complete(&self) -> std::result::Result<(), ConfigError> {
+        match self.output.stopped {
+            None => Ok(()),
+            Some(sim::Stopped::Clock(t)) => Err(ConfigError::new(format!(
+                "the simulation was stopped: an event fell at {t:.3e} s, beyond the {:e} s the clock can \
+                 resolve to a microsecond",
+                limits::MAX_CLOCK_S
+            ))
+            .hint(
+                "something takes absurdly long: check bandwidths (disaggregation.kv_transfer_gbps), rates and \
+                 step-time settings",
+            )),
+            Some(sim::Stopped::Requested(t)) => Err(ConfigError::new(format!(
+                "the simulation was stopped by --max-wall-time after {t:.1} s of simulated time; its results are \
+                 incomplete and were not written"
+            ))
+            .hint("raise --max-wall-time, or shorten the run")),
+        }
+    }
+
     /// Refuses a run in which no request arrived after `warmup_s`: with
     /// `num_requests`, the run's end is known only once the arrivals are
     /// drawn, so a warm-up at or beyond it is caught here rather than

@@ -140,7 +140,9 @@ fn slo_of(s: &Scenario) -> Result<SloConfig> {
 fn simulate(loaded: &LoadedScenario, catalog: &Catalog, over: &[(String, toml::Value)], seed: u64) -> Result<Summary> {
     let s = loaded.derive(over, "capacity search")?;
     let setup = resolve(&s, catalog).map_err(|e| loaded.locate(e))?;
-    Ok(run_setup(&setup, seed).summary)
+    let r = run_setup(&setup, seed);
+    r.check_complete()?;
+    Ok(r.summary)
 }
 
 /// The result of `servesim capacity`.

@@ -143,7 +143,9 @@ pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
     }
     let mut scenario = s.clone();
     scenario.engine.max_model_len = Some(max_model_len);
-    Ok(Setup { scenario, llm, llm_origin, workload: std::sync::Arc::new(workload), pools })
+    let setup = Setup { scenario, llm, llm_origin, workload: std::sync::Arc::new(workload), pools };
+    crate::limits::check(&setup, &crate::limits::current())?;
+    Ok(setup)
 }
 
 /// A pool's engine and cost settings: the scenario's `[engine]` and

@@ -59,6 +59,18 @@ pub struct SimOutput {
     pub timeseries: Vec<TimeSample>,
     /// What the first [`TIMELINE_REQUESTS`] requests did and when (for the timeline chart).
     pub timeline: Vec<Span>,
+    /// Why the run stopped before its last event, if it did: its results
+    /// are then incomplete and must not be reported ([`crate::Report::check`]).
+    pub stopped: Option<Stopped>,
+}
+
+/// Why a run stopped before its last event.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Stopped {
+    /// An event lay beyond [`crate::limits::MAX_CLOCK_S`], at this time, s.
+    Clock(f64),
+    /// A stop was requested (`--max-wall-time`) with the clock at this time, s.
+    Requested(f64),
 }
 
 /// Requests followed for the timeline chart.
@@ -368,6 +380,7 @@ struct EventLoop<'s, C: StepCostModel> {
     area: f64,
     events: u64,
     last_step_end: f64,
+    stopped: Option<Stopped>,
     /// The longest request every pool accepts (clipping makes a request fit it).
     max_len: u32,
     clip_long: bool,
@@ -446,6 +459,7 @@ impl<'s, C: StepCostModel> EventLoop<'s, C> {
             area: 0.0,
             events: 0,
             last_step_end: f64::NAN,
+            stopped: None,
             // Clipping makes a request fit every pool, whichever serves it: the
             // cluster-wide limit is the smallest pool's.
             max_len: setup.max_model_len(),
@@ -472,6 +486,16 @@ impl<'s, C: StepCostModel> EventLoop<'s, C> {
             };
             self.events += 1;
             let t_next = if take_arrival { next_arrival.unwrap_or(self.now) } else { top.map_or(self.now, |e| e.t) };
+            // Guards (crate::limits): a clock too far out to resolve a
+            // microsecond, and a stop requested from outside.
+            if t_next > crate::limits::MAX_CLOCK_S {
+                self.stopped = Some(Stopped::Clock(t_next));
+                break;
+            }
+            if self.events & 0xffff == 0 && crate::limits::stop_requested() {
+                self.stopped = Some(Stopped::Requested(self.now));
+                break;
+            }
             if self.sampler.due(t_next) {
                 self.sampler.take(self.sampler.next, &self.replicas, self.obs.completed);
             }
@@ -782,6 +806,7 @@ impl<'s, C: StepCostModel> EventLoop<'s, C> {
             events: self.events,
             timeseries: self.sampler.samples,
             timeline: self.obs.timeline,
+            stopped: self.stopped,
         }
     }
 }

@@ -330,6 +330,10 @@ pub fn run_point(
     for rep in 0..reps {
         let seed = point_seed(setup.scenario.seed, index, rep);
         let r = run_setup(&setup, seed);
+        if let Err(e) = r.check_complete() {
+            res.error = Some(e.to_string());
+            return res;
+        }
         stable += matches!(r.summary.stability.verdict.as_str(), "stable" | "not_applicable") as u32;
         worst = worst.max(Verdict::of(&r.summary));
         if let Some(slo) = &setup.scenario.slo {

@@ -299,3 +299,78 @@ fn skipping_bad_rows_cannot_drop_much_of_a_trace() {
     assert_eq!(code, 0, "{se}");
     assert!(so.contains("Bad rows skipped") && so.contains("2 (first: few.csv: line 101"), "{so}");
 }
+
+#[test]
+fn no_single_value_makes_a_run_unbounded() {
+    let run = |args: &[&str]| {
+        let o = servesim_in(root(), args);
+        let (code, _, se) = outcome(&o);
+        (code, se)
+    };
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("o");
+    let out = out.to_str().unwrap();
+    // A vanishing rate: the clock could not resolve the latencies (0.00 ms, "stable", exit 0).
+    let (code, se) = run(&[
+        "run",
+        "scenarios/quickstart.toml",
+        "--set",
+        "workload.rate=1e-15",
+        "--set",
+        "num_requests=300",
+        "--out",
+        out,
+    ]);
+    assert_eq!(code, 2, "{se}");
+    assert!(
+        se.contains("workload.rate") && se.contains("cannot resolve a microsecond") && se.contains("years"),
+        "{se}"
+    );
+    // A huge request count is refused with the estimate and the flag that allows it.
+    let (code, se) = run(&["run", "scenarios/quickstart.toml", "--set", "num_requests=1000000000", "--out", out]);
+    assert_eq!(code, 2, "{se}");
+    assert!(se.contains("about 1.00e9 requests") && se.contains("160.0 GB") && se.contains("--max-requests"), "{se}");
+    // ... and so is a horizon beyond --max-horizon (2,000 s here), for sweeps and
+    // capacity searches as well.
+    for cmd in ["run", "sweep", "capacity"] {
+        let args: Vec<&str> = [cmd, "scenarios/quickstart.toml"]
+            .into_iter()
+            .chain(match cmd {
+                "sweep" => vec!["-q", "--out", out, "--grid", "workload.rate=5,10"],
+                "run" => vec!["-q", "--out", out],
+                _ => vec![],
+            })
+            .chain(["--max-horizon", "1000", "--set", "num_requests=20000"])
+            .collect();
+        let (code, se) = run(&args);
+        assert_eq!(code, 2, "{cmd}: {se}");
+        assert!(se.contains("--max-horizon"), "{cmd}: {se}");
+    }
+    // A KV link of 1e-12 GB/s looped forever: the clock guard stops it.
+    let (code, se) = run(&[
+        "run",
+        "scenarios/what-if-disaggregation.toml",
+        "--set",
+        "disaggregation.kv_transfer_gbps=1e-12",
+        "--out",
+        out,
+        "--force",
+    ]);
+    assert_eq!(code, 2, "{se}");
+    assert!(se.contains("the simulation was stopped") && se.contains("kv_transfer_gbps"), "{se}");
+    // --max-wall-time stops a long run and writes nothing.
+    let fresh = d.path().join("fresh");
+    let (code, se) = run(&[
+        "run",
+        "scenarios/quickstart.toml",
+        "--set",
+        "num_requests=20000000",
+        "--max-wall-time",
+        "0.5",
+        "--out",
+        fresh.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{se}");
+    assert!(se.contains("--max-wall-time"), "{se}");
+    assert!(!fresh.join("summary.json").exists());
+}
