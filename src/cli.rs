@@ -347,7 +347,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::List(a) => {
-            let catalog = Catalog::with_dir(a.models.as_deref())?;
+            let catalog = open_catalog(a.models.as_deref())?;
             print!("{}", list(&catalog, a.what));
             Ok(())
         }
@@ -373,7 +373,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             if !(a.tolerance > 0.0 && a.tolerance < 1.0) {
                 return Err(ConfigError::new(format!("--tolerance {} must be in (0, 1)", a.tolerance)).into());
             }
-            let catalog = Catalog::with_dir(a.s.models.as_deref())?;
+            let catalog = open_catalog(a.s.models.as_deref())?;
             let c = crate::plan::capacity(&loaded, &catalog, a.replications, a.tolerance)?;
             let r = c.rate;
             let ci =
@@ -408,7 +408,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Plan(a) => {
             let (mut loaded, _) = load(&a.s, a.seed)?;
             loaded.min_requests = a.min_requests;
-            let catalog = Catalog::with_dir(a.s.models.as_deref())?;
+            let catalog = open_catalog(a.s.models.as_deref())?;
             let p = crate::plan::plan(&loaded, &catalog)?;
             let dir =
                 a.out.clone().unwrap_or_else(|| Path::new("output").join(format!("{}-plan", loaded.scenario.name)));
@@ -429,12 +429,24 @@ fn baseline_setup(loaded: &LoadedScenario, a: &ScenarioArgs) -> Result<Option<Se
     let Some(b) = &loaded.scenario.baseline else { return Ok(None) };
     let over: Vec<(String, toml::Value)> = b.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     let s = loaded.derive(&over, "baseline")?;
-    Ok(Some(resolve(&s, &Catalog::with_dir(a.models.as_deref())?).map_err(|e| loaded.locate(e))?))
+    Ok(Some(resolve(&s, &open_catalog(a.models.as_deref())?).map_err(|e| loaded.locate(e))?))
+}
+
+/// The catalogue with the user's models folder. A broken file there is left
+/// out with a warning, so only commands that name it fail (with its error).
+fn open_catalog(dir: Option<&Path>) -> Result<Catalog> {
+    let catalog = Catalog::with_dir(dir)?;
+    for b in &catalog.broken {
+        let first = b.error.to_string();
+        let first = first.lines().next().unwrap_or("");
+        eprintln!("warning: {first} (left out of the catalogue: only what uses {:?} fails)", b.stem);
+    }
+    Ok(catalog)
 }
 
 /// Loads, overrides, validates and resolves a scenario.
 fn load(a: &ScenarioArgs, seed: Option<u64>) -> Result<(LoadedScenario, Setup)> {
-    let catalog = Catalog::with_dir(a.models.as_deref())?;
+    let catalog = open_catalog(a.models.as_deref())?;
     let mut loaded = load_scenario_with(&a.scenario, &a.set, &std::sync::Arc::new(catalog.clone()))?;
     if let Some(seed) = seed {
         loaded.scenario.seed = seed;
@@ -497,7 +509,7 @@ fn parse_shard(s: &str) -> Result<(usize, usize)> {
 }
 
 fn cmd_sweep(a: SweepArgs) -> Result<()> {
-    let catalog = Catalog::with_dir(a.s.models.as_deref())?;
+    let catalog = open_catalog(a.s.models.as_deref())?;
     let mut loaded = load_scenario_with(&a.s.scenario, &a.s.set, &std::sync::Arc::new(catalog.clone()))?;
     if let Some(seed) = a.seed {
         loaded.scenario.seed = seed;
@@ -595,7 +607,7 @@ fn cmd_stability_table(a: StabilityTableArgs) -> Result<()> {
 }
 
 fn cmd_validate(a: ValidateArgs) -> Result<()> {
-    let catalog = Catalog::with_dir(a.models.as_deref())?;
+    let catalog = open_catalog(a.models.as_deref())?;
     let sets = crate::validate::run(&catalog, &a.only)?;
     if a.rows {
         for d in &sets {
@@ -617,7 +629,7 @@ fn cmd_validate(a: ValidateArgs) -> Result<()> {
 }
 
 fn cmd_calibrate(a: CalibrateArgs) -> Result<()> {
-    let catalog = Catalog::with_dir(a.models.as_deref())?;
+    let catalog = open_catalog(a.models.as_deref())?;
     let scenario = match &a.scenario {
         Some(path) => {
             let mut sets = a.set.clone();

@@ -95,7 +95,9 @@ pub struct Pool {
 pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
     let (llm, llm_origin) =
         pick(s.model.spec.as_ref(), "model.spec", LlmSpec::validate, catalog.model(&s.model.name), || {
-            unknown("model", &s.model.name, catalog.models.keys().collect(), "model.name")
+            catalog
+                .broken_error("llm", &s.model.name)
+                .unwrap_or_else(|| unknown("model", &s.model.name, catalog.models.keys().collect(), "model.name"))
         })?;
     let mut pools = Vec::new();
     if s.pools.is_empty() {
@@ -197,7 +199,11 @@ fn resolve_pool(
         "hardware.gpu_spec",
         GpuSpec::validate,
         catalog.gpu(&s.hardware.gpu),
-        || unknown("gpu", &s.hardware.gpu, catalog.gpus.keys().collect(), "hardware.gpu"),
+        || {
+            catalog
+                .broken_error("gpu", &s.hardware.gpu)
+                .unwrap_or_else(|| unknown("gpu", &s.hardware.gpu, catalog.gpus.keys().collect(), "hardware.gpu"))
+        },
     )
     .map_err(|e| rekey(e, prefix, "hardware."))?;
     // vLLM V0 without chunked prefill: the budget is max(max_model_len, 2048)

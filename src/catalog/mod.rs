@@ -61,6 +61,20 @@ pub struct Catalog {
     pub gpus: BTreeMap<String, Entry<GpuSpec>>,
     /// Engine profiles (`engine.preset`) by file stem.
     pub engines: BTreeMap<String, Entry<EngineProfile>>,
+    /// Files of the user's models folder that could not be read: left out,
+    /// so that one broken file breaks only the commands that name it.
+    pub broken: Vec<Broken>,
+}
+
+/// A catalogue file left out because it could not be read or parsed.
+#[derive(Debug, Clone)]
+pub struct Broken {
+    /// `llm`, `gpu` or `engine`.
+    pub kind: &'static str,
+    /// Its file stem (the name a scenario would use).
+    pub stem: String,
+    /// What is wrong with it.
+    pub error: ConfigError,
 }
 
 impl Catalog {
@@ -98,10 +112,12 @@ impl Catalog {
             paths.retain(|p| p.extension().is_some_and(|e| e == "toml"));
             paths.sort();
             for p in paths {
-                let text = std::fs::read_to_string(&p)
-                    .map_err(|e| ConfigError::new(format!("cannot read {}: {e}", p.display())).file(&p))?;
                 let stem = p.file_stem().unwrap_or_default().to_string_lossy().to_string();
-                c.insert(kind, &stem, &text, &p, Origin::File(p.clone()))?;
+                let read = std::fs::read_to_string(&p)
+                    .map_err(|e| ConfigError::new(format!("cannot read {}: {e}", p.display())).file(&p));
+                if let Err(error) = read.and_then(|text| c.insert(kind, &stem, &text, &p, Origin::File(p.clone()))) {
+                    c.broken.push(Broken { kind, stem: stem.to_ascii_lowercase(), error });
+                }
             }
         }
         Ok(c)
@@ -136,6 +152,13 @@ impl Catalog {
     /// Looks up an engine profile by file stem or display name.
     pub fn engine(&self, name: &str) -> Option<&Entry<EngineProfile>> {
         lookup(&self.engines, name, |s| &s.name)
+    }
+
+    /// The error of a broken `kind` file named `name` (by file stem), if any:
+    /// what a command that needs it reports instead of "unknown".
+    pub fn broken_error(&self, kind: &str, name: &str) -> Option<ConfigError> {
+        let k = name.to_ascii_lowercase();
+        self.broken.iter().find(|b| b.kind == kind && b.stem == k).map(|b| b.error.clone())
     }
 
     /// Looks up an LLM by file stem, display name or alias.

@@ -212,6 +212,9 @@ pub fn preset_keys(
     ctx: &crate::catalog::engine::Context,
 ) -> Result<(toml::Table, toml::Table), ConfigError> {
     let Some(entry) = catalog.engine(name) else {
+        if let Some(e) = catalog.broken_error("engine", name) {
+            return Err(e);
+        }
         let known: Vec<&String> = catalog.engines.keys().collect();
         let best = known
             .iter()

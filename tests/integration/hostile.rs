@@ -374,3 +374,33 @@ fn no_single_value_makes_a_run_unbounded() {
     assert!(se.contains("--max-wall-time"), "{se}");
     assert!(!fresh.join("summary.json").exists());
 }
+
+#[test]
+fn a_broken_file_in_models_breaks_only_what_uses_it() {
+    // One broken file in ./models/ broke every command.
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(d.path().join("models/llm")).unwrap();
+    std::fs::create_dir_all(d.path().join("models/gpu")).unwrap();
+    std::fs::write(d.path().join("models/llm/broken-model.toml"), "name = \"Broken\"\nhidden_size = [oops\n").unwrap();
+    std::fs::write(d.path().join("models/gpu/odd-gpu.toml"), "this is not toml at all").unwrap();
+    std::fs::copy(root().join("scenarios/quickstart.toml"), d.path().join("q.toml")).unwrap();
+    // A scenario that does not use them runs, with a warning naming each file.
+    let o = servesim_in(d.path(), &["run", "q.toml", "-q", "--set", "num_requests=200", "--out", "o"]);
+    let (code, _, se) = outcome(&o);
+    assert_eq!(code, 0, "{se}");
+    assert!(se.contains("broken-model.toml") && se.contains("odd-gpu.toml") && se.contains("warning"), "{se}");
+    let o = servesim_in(d.path(), &["list", "models"]);
+    assert_eq!(outcome(&o).0, 0);
+    // One that names a broken file gets that file's error, not "unknown model".
+    let o = servesim_in(
+        d.path(),
+        &["run", "q.toml", "-q", "--set", "model.name=broken-model", "--set", "num_requests=200", "--out", "p"],
+    );
+    let (code, _, se) = outcome(&o);
+    assert_eq!(code, 2, "{se}");
+    assert!(se.contains("error: ") && se.contains("broken-model.toml:2") && !se.contains("unknown model"), "{se}");
+    let o = servesim_in(d.path(), &["check", "q.toml", "--set", "hardware.gpu=odd-gpu"]);
+    let (code, _, se) = outcome(&o);
+    assert_eq!(code, 2, "{se}");
+    assert!(se.contains("odd-gpu.toml") && !se.contains("unknown gpu"), "{se}");
+}
