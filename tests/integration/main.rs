@@ -3,6 +3,7 @@
 //! helpers they share.
 
 mod architecture;
+mod claims;
 mod cli;
 mod cluster;
 mod common;
