@@ -44,11 +44,19 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The run's summary; with a leading "baseline" in `sets`, its [baseline]'s.
 fn summary(scenario: &str, sets: &[&str]) -> Value {
-    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let baseline = sets.first() == Some(&"baseline");
+    let sets: Vec<String> = sets.iter().filter(|s| **s != "baseline").map(|s| s.to_string()).collect();
     let loaded = load_scenario(&root().join("scenarios").join(format!("{scenario}.toml")), &sets).unwrap();
-    let setup = servesim::resolve(&loaded.scenario, &Catalog::builtin().unwrap()).unwrap();
-    serde_json::to_value(servesim::run_setup(&setup, loaded.scenario.seed).summary).unwrap()
+    let mut s = loaded.scenario.clone();
+    if baseline {
+        let b = s.baseline.clone().expect("the scenario has a [baseline]");
+        let over: Vec<(String, toml::Value)> = b.into_iter().collect();
+        s = loaded.derive(&over, "baseline").unwrap();
+    }
+    let setup = servesim::resolve(&s, &Catalog::builtin().unwrap()).unwrap();
+    serde_json::to_value(servesim::run_setup(&setup, s.seed).summary).unwrap()
 }
 
 fn at<'a>(v: &'a Value, path: &[&str]) -> &'a Value {
@@ -284,6 +292,86 @@ fn w1_and_capacity_70b() {
             sets: &["model.dtype=\"bf16\""],
             quote: "the run is overloaded",
             is: &[Verdict("overloaded")],
+        },
+    ]);
+}
+
+#[test]
+fn what_ifs() {
+    const HIT: &[&str] = &["kv_cache", "prefix_hit_rate"];
+    check(&[
+        Claim {
+            scenario: "what-if-prefix-cache",
+            sets: &[],
+            quote: "91.6% with prefix-aware routing, p99 TTFT 129 against 85 ms (195 ms without a cache)",
+            is: &[About(HIT, 0.916, 0.002), About(P99_TTFT, 85.0, 0.01)],
+        },
+        Claim {
+            scenario: "what-if-prefix-cache",
+            sets: &["hardware.router=\"round-robin\""],
+            quote: "Hit rate 61.5% with round robin",
+            is: &[About(HIT, 0.615, 0.002), About(P99_TTFT, 129.0, 0.01)],
+        },
+        Claim {
+            scenario: "what-if-prefix-cache",
+            sets: &["baseline"],
+            quote: "(195 ms without a cache)",
+            is: &[About(P99_TTFT, 195.0, 0.01)],
+        },
+        Claim {
+            scenario: "what-if-router",
+            sets: &[],
+            quote: "p99 TTFT 248 ms against 384 ms for round robin, SLO attainment 99.9% against 98.3%",
+            is: &[About(P99_TTFT, 248.0, 0.005), About(SLO, 0.999, 0.0006)],
+        },
+        Claim {
+            scenario: "what-if-router",
+            sets: &["baseline"],
+            quote: "384 ms for round robin",
+            is: &[About(P99_TTFT, 384.0, 0.005), About(SLO, 0.983, 0.0006)],
+        },
+    ]);
+}
+
+#[test]
+fn batch_overload_and_classes() {
+    const PER_ITEM: &[&str] = &["cost", "usd_per_completed_request"];
+    check(&[
+        Claim {
+            scenario: "offline-summarisation",
+            sets: &[],
+            quote: "Here: 14.2 req/s ≈ 51,000 papers/hour, $0.059 per 1,000 papers",
+            is: &[About(&["request_throughput"], 14.2, 0.004), About(PER_ITEM, 0.059e-3, 0.009)],
+        },
+        Claim {
+            scenario: "offline-summarisation",
+            sets: &["hardware.gpu=l40s"],
+            quote: "runs 3.9x slower: $0.076 per 1,000 papers",
+            is: &[About(&["request_throughput"], 14.16 / 3.9, 0.013), About(PER_ITEM, 0.076e-3, 0.007)],
+        },
+        Claim {
+            scenario: "overload",
+            sets: &[],
+            quote: "offered 30 req/s when one H100 sustains about 21",
+            is: &[Verdict("overloaded")],
+        },
+        Claim {
+            scenario: "overload",
+            sets: &["workload.rate=18"],
+            quote: "Compare with `--set workload.rate=18`",
+            is: &[Verdict("stable")],
+        },
+        Claim {
+            scenario: "mixed-classes",
+            sets: &[],
+            quote: "(96% of chat within SLO overall)",
+            is: &[About(&["classes", "chat", "slo", "attainment"], 0.96, 0.006)],
+        },
+        Claim {
+            scenario: "mixed-classes",
+            sets: &["hardware.replicas=3"],
+            quote: "`--set hardware.replicas=3` meets every SLO",
+            is: &[About(SLO, 1.0, 0.0)],
         },
     ]);
 }
