@@ -470,18 +470,27 @@ fn cmd_run(a: RunArgs) -> Result<()> {
     if let Some(b) = &base {
         b.check_complete()?;
     }
-    export::write_run(&dir, &loaded, &rep, std::env::args().collect())?;
+    // All or nothing: the files are staged, then moved into place together.
+    let staging = export::Staging::new(&dir)?;
+    export::write_run_files(staging.path(), &loaded, &rep, std::env::args().collect())?;
     if let Some(b) = &base {
-        write_json(&dir.join("baseline-summary.json"), &b.summary)?;
+        write_json(&staging.path().join("baseline-summary.json"), &b.summary)?;
     }
+    if a.report {
+        export::write_html_report(staging.path())?;
+    }
+    staging.commit()?;
     if !a.quiet {
         print!("{}", format_summary(&rep.summary));
         if let Some(b) = &base {
             print!("{}", export::format_baseline(&rep.summary, &b.summary));
         }
         println!("results: {}", dir.display());
+        if a.report {
+            println!("report: {}", dir.join("report.html").display());
+        }
     }
-    finish_report(&dir, a.report, a.quiet)
+    Ok(())
 }
 
 /// Writes report.html when asked (`--report`) and says where.

@@ -6,13 +6,15 @@ mod html;
 mod manifest;
 mod run_data;
 mod run_folder;
+mod staging;
 mod table;
 
 pub use self::csv::write_requests_csv;
 pub use html::write_html_report;
 pub use manifest::{Manifest, manifest};
 pub use run_data::{RunData, RunView, run_label};
-pub use run_folder::{write_run, write_run_charts};
+pub use run_folder::{write_run, write_run_charts, write_run_files};
+pub use staging::Staging;
 pub use table::{format_baseline, format_check, format_summary, format_sweep};
 
 use crate::error::{ConfigError, Error, Result};

@@ -7,10 +7,17 @@ use crate::plot;
 use rayon::prelude::*;
 use std::path::Path;
 
-/// Writes a run's files into `dir`: summary.json, requests.csv,
-/// manifest.json (recording `command`), the time series and timeline, and the
-/// charts. Each file is written atomically.
+/// Writes a run's results folder `dir`, all or nothing ([`super::Staging`]):
+/// summary.json, requests.csv, manifest.json (recording `command`), the time
+/// series and timeline, and the charts.
 pub fn write_run(dir: &Path, loaded: &LoadedScenario, rep: &crate::Report, command: Vec<String>) -> Result<()> {
+    let staging = super::Staging::new(dir)?;
+    write_run_files(staging.path(), loaded, rep, command)?;
+    staging.commit()
+}
+
+/// Writes a run's files into `dir` (a staging folder: see [`write_run`]).
+pub fn write_run_files(dir: &Path, loaded: &LoadedScenario, rep: &crate::Report, command: Vec<String>) -> Result<()> {
     let workload = rep.setup.workload.clone();
     let class_names: Vec<String> = workload.classes.iter().map(|c| c.name.clone()).collect();
     let warmup = rep.setup.scenario.warmup_s;
@@ -34,16 +41,6 @@ pub fn write_run(dir: &Path, loaded: &LoadedScenario, rep: &crate::Report, comma
             write_json(&dir.join("summary.json"), &rep.summary)?;
             write_json(&dir.join("timeseries.json"), &rep.output.timeseries)?;
             write_json(&dir.join("timeline.json"), &rep.output.timeline)?;
-            // Earlier versions wrote the timeline as trace.json: do not leave a stale one beside it.
-            match std::fs::remove_file(dir.join("trace.json")) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(crate::Error::Runtime(format!(
-                        "cannot remove {}: {e}",
-                        dir.join("trace.json").display()
-                    )));
-                }
-                _ => {}
-            }
             write_run_charts(dir, view)
         },
     );

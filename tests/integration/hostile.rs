@@ -404,3 +404,89 @@ fn a_broken_file_in_models_breaks_only_what_uses_it() {
     assert_eq!(code, 2, "{se}");
     assert!(se.contains("odd-gpu.toml") && !se.contains("unknown gpu"), "{se}");
 }
+
+#[test]
+fn a_run_folder_is_replaced_all_or_nothing_and_stale_temporaries_go() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("r");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "scenarios/what-if-router.toml", "-q", "--set", "duration_s=40", "--out"];
+        args.push(out.to_str().unwrap());
+        args.extend_from_slice(extra);
+        let o = servesim_in(root(), &args);
+        let (code, _, se) = outcome(&o);
+        assert_eq!(code, 0, "{se}");
+    };
+    run(&["--report"]);
+    for f in ["manifest.json", "summary.json", "baseline-summary.json", "report.html"] {
+        assert!(out.join(f).is_file(), "{f}");
+    }
+    // kill -9 left temporaries that later runs never removed: a dead
+    // process's are removed now, a live one's (ours) stay.
+    std::fs::write(out.join(".requests.csv.tmp-999999999"), "partial").unwrap();
+    std::fs::create_dir(out.join(".staging-999999999-0")).unwrap();
+    std::fs::write(out.join(".staging-999999999-0/summary.json"), "{}").unwrap();
+    let live = format!(".summary.json.tmp-{}", std::process::id());
+    std::fs::write(out.join(&live), "ours").unwrap();
+    // A new run without --report and without a baseline replaces every file
+    // of the old one: nothing of it stays beside the new results.
+    std::fs::write(out.join("notes.txt"), "the user's own file").unwrap();
+    let o = servesim_in(
+        root(),
+        &[
+            "run",
+            "scenarios/quickstart.toml",
+            "-q",
+            "--set",
+            "num_requests=300",
+            "--force",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(outcome(&o).0, 0);
+    let mut names: Vec<String> =
+        std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert!(!names.iter().any(|n| n.contains("999999999")), "stale temporaries left: {names:?}");
+    assert!(names.contains(&live) && names.contains(&"notes.txt".to_string()), "{names:?}");
+    assert!(!names.contains(&"baseline-summary.json".to_string()) && !names.contains(&"report.html".to_string()));
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
+    assert!(m.to_string().contains("quickstart"), "the manifest is the new run's");
+}
+
+#[test]
+fn a_run_that_fails_while_writing_leaves_the_old_results_untouched() {
+    // A full disk during --force left a new summary.json beside the old
+    // manifest.json. Files are staged and moved into place only when all are
+    // written: a failure (here: the staging is dropped) changes nothing.
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("r");
+    let o = servesim_in(
+        root(),
+        &["run", "scenarios/quickstart.toml", "-q", "--set", "num_requests=300", "--out", out.to_str().unwrap()],
+    );
+    assert_eq!(outcome(&o).0, 0);
+    let before: Vec<(String, Vec<u8>)> = {
+        let mut v: Vec<_> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap()))
+            .collect();
+        v.sort();
+        v
+    };
+    {
+        let staging = servesim::export::Staging::new(&out).unwrap();
+        std::fs::write(staging.path().join("summary.json"), "{\"half\": true}").unwrap();
+        // ... the disk fills here: the staging is dropped, not committed.
+    }
+    let mut after: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap()))
+        .collect();
+    after.sort();
+    assert!(before == after, "the results folder changed");
+}
