@@ -468,6 +468,8 @@ pub fn run_sweep(
     let points = grid.points();
     let manifest = SweepManifest::new(loaded, grid, reps, points.len());
     let points_file = dir.join(POINTS);
+    crate::export::create_out_dir(dir)?;
+    let _lock = output::SweepLock::take(dir)?;
     let mut done: Vec<PointResult> = Vec::new();
     if points_file.exists() {
         if opts.resume {

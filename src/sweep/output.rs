@@ -108,12 +108,76 @@ pub fn read_points(path: &Path) -> Result<Vec<PointResult>> {
             continue;
         }
         match serde_json::from_str::<PointResult>(l) {
-            Ok(p) => out.push(p),
+            Ok(p) => out.push((p, i + 1)),
             Err(_) if i + 1 == lines.len() => {} // torn last line: that point reruns
             Err(e) => return Err(ConfigError::new(format!("{}:{}: {e}", path.display(), i + 1)).into()),
         }
     }
-    Ok(out)
+    // A point twice means two sweeps wrote this file at once: its results
+    // cannot be trusted to be one sweep's.
+    let mut seen = std::collections::HashMap::new();
+    for (p, line) in &out {
+        if let Some(first) = seen.insert(p.index, *line) {
+            return Err(ConfigError::new(format!(
+                "{}:{line}: point {} is there twice (first at line {first}): two sweeps wrote this folder at once",
+                path.display(),
+                p.index
+            ))
+            .hint("run the sweep again into a fresh folder (or with --force)")
+            .into());
+        }
+    }
+    Ok(out.into_iter().map(|(p, _)| p).collect())
+}
+
+/// An exclusive claim on a sweep folder while a sweep writes it: the file
+/// `.lock` holds the writer's pid. A second sweep (two `--resume` at once
+/// duplicated most points) is refused; a lock left by a dead process is taken over.
+pub struct SweepLock {
+    path: std::path::PathBuf,
+}
+
+impl SweepLock {
+    /// Takes the lock of sweep folder `dir` (which must exist).
+    pub fn take(dir: &Path) -> Result<Self> {
+        let path = dir.join(".lock");
+        for _ in 0..2 {
+            match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+                Ok(mut f) => {
+                    std::io::Write::write_all(&mut f, std::process::id().to_string().as_bytes())
+                        .map_err(at("write", &path))?;
+                    return Ok(SweepLock { path });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let holder = std::fs::read_to_string(&path).ok().and_then(|s| s.trim().parse::<u32>().ok());
+                    let alive = holder.is_none_or(|pid| {
+                        !Path::new("/proc/self").exists() || Path::new("/proc").join(pid.to_string()).exists()
+                    });
+                    if alive {
+                        return Err(ConfigError::new(format!(
+                            "another sweep (pid {}) is writing {}",
+                            holder.map_or("?".into(), |p| p.to_string()),
+                            dir.display()
+                        ))
+                        .hint(format!(
+                            "wait for it to finish, or use another --out; if no sweep runs, remove {}",
+                            path.display()
+                        ))
+                        .into());
+                    }
+                    std::fs::remove_file(&path).map_err(at("remove", &path))?;
+                }
+                Err(e) => return Err(at("create", &path)(e)),
+            }
+        }
+        Err(Error::Runtime(format!("cannot take the lock {}", path.display())))
+    }
+}
+
+impl Drop for SweepLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 fn csv_field(s: &str) -> String {

@@ -490,3 +490,40 @@ fn a_run_that_fails_while_writing_leaves_the_old_results_untouched() {
     after.sort();
     assert!(before == after, "the results folder changed");
 }
+
+#[test]
+fn one_sweep_writes_a_folder_at_a_time_and_duplicates_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("s");
+    let sweep = |extra: &[&str]| {
+        let mut args = vec!["sweep", "scenarios/quickstart.toml", "-q", "--set", "num_requests=200"];
+        args.extend(["--grid", "workload.rate=4,8", "--out", out.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        outcome(&servesim_in(root(), &args))
+    };
+    assert_eq!(sweep(&[]).0, 0);
+    // A sweep in progress holds the folder: a second one (two --resume at
+    // once duplicated 67 of 80 points) is refused. Our own pid stands for a
+    // live sweep; a dead one's lock is taken over.
+    std::fs::write(out.join(".lock"), std::process::id().to_string()).unwrap();
+    let (code, _, se) = sweep(&["--resume"]);
+    assert_eq!(code, 2, "{se}");
+    assert!(se.contains("another sweep") && se.contains(".lock"), "{se}");
+    std::fs::write(out.join(".lock"), "999999999").unwrap();
+    let (code, _, se) = sweep(&["--resume"]);
+    assert_eq!(code, 0, "{se}");
+    assert!(!out.join(".lock").exists(), "the lock outlived the sweep");
+    // A points file with a point twice (what two writers leave) is refused by
+    // plot and merge instead of drawn twice.
+    let points = std::fs::read_to_string(out.join("points.jsonl")).unwrap();
+    let first = points.lines().next().unwrap();
+    std::fs::write(out.join("points.jsonl"), format!("{points}{first}\n")).unwrap();
+    for args in
+        [vec!["plot", out.to_str().unwrap()], vec!["merge", out.to_str().unwrap(), "--out", "/tmp/never-written-m"]]
+    {
+        let (code, _, se) = outcome(&servesim_in(root(), &args));
+        assert_eq!(code, 2, "{args:?}: {se}");
+        assert!(se.contains("is there twice"), "{args:?}: {se}");
+    }
+    assert!(!Path::new("/tmp/never-written-m").exists());
+}
