@@ -57,15 +57,55 @@ impl ConfigError {
     /// Converts a TOML parse/deserialise error, locating it in `text`.
     pub fn from_toml(e: &toml::de::Error, text: &str, file: &Path) -> Self {
         let msg = e.message().trim().to_string();
-        let mut err = ConfigError::new(msg.clone()).file(file);
+        let mut err = ConfigError::new(plain_type_message(&msg)).file(file);
         if let Some(span) = e.span() {
             err = err.at_offset(text, span.start);
+            if let Some(key) = crate::config::key_at(text, span.start) {
+                err = err.key(key);
+            }
         }
-        if let Some(h) = unknown_field_hint(&msg) {
+        if let Some(h) = unknown_field_hint(&msg).or_else(|| type_hint(&msg, err.key.as_deref())) {
             err = err.hint(h);
         }
         err
     }
+}
+
+/// serde's type names in words a scenario author knows.
+const TYPE_WORDS: [(&str, &str); 12] = [
+    ("u32", "a whole number from 0 to 4294967295"),
+    ("u64", "a whole number of at least 0"),
+    ("u16", "a whole number from 0 to 65535"),
+    ("usize", "a whole number of at least 0"),
+    ("i64", "a whole number"),
+    ("f64", "a number"),
+    ("a boolean", "true or false"),
+    ("a string", "a string in quotes"),
+    ("string only", "a string in quotes"),
+    (
+        "internally tagged enum LengthDist",
+        "a length distribution, e.g. { dist = \"lognormal\", mean = 1000, cv = 1.0 }",
+    ),
+    ("internally tagged enum TimeDist", "a time distribution, e.g. { dist = \"exponential\", mean = 1.0 }"),
+    ("a sequence", "a list, e.g. [1, 2]"),
+];
+
+/// "invalid type: X, expected T" in plain words: "expected <T in words>, found X".
+pub fn plain_type_message(msg: &str) -> String {
+    let Some(rest) = msg.strip_prefix("invalid type: ") else { return msg.to_string() };
+    let Some((found, expected)) = rest.split_once(", expected ") else { return msg.to_string() };
+    let words = TYPE_WORDS.iter().find(|(t, _)| expected == *t).map_or(expected, |(_, w)| w);
+    let found = found.replace("floating point", "the number").replace("integer", "the number");
+    format!("expected {words}, found {found}")
+}
+
+/// A fix for a type error: what to write instead, and where it is documented.
+fn type_hint(msg: &str, key: Option<&str>) -> Option<String> {
+    if !msg.starts_with("invalid type: ") && !msg.starts_with("invalid value: ") && !msg.contains("unknown variant") {
+        return None;
+    }
+    let at = key.map_or(String::new(), |k| format!(" `{k}`"));
+    Some(format!("write{at} as the message says; every key, its type and allowed values are in docs/scenario.md"))
 }
 
 /// 1-based (line, column) of a byte offset.

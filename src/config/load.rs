@@ -93,6 +93,15 @@ pub fn load_scenario_str_with(
                     err.column = None;
                     let which = culprit.cloned().unwrap_or_else(|| sets.join(" --set "));
                     err.message = format!("in --set {which}: {}", err.message);
+                    if let Some((key, _)) = culprit.and_then(|c| c.split_once('=')) {
+                        err = err.key(key.trim());
+                        if err.hint.is_none() {
+                            err = err.hint(format!(
+                                "every key, its type and allowed values are in docs/scenario.md (look up `{}`)",
+                                key.trim()
+                            ));
+                        }
+                    }
                     err
                 }
             });
@@ -316,6 +325,38 @@ pub fn set_value(table: &mut toml::Table, key: &str, value: toml::Value) -> Resu
         },
     }
     Ok(())
+}
+
+/// The dotted key whose value holds byte `offset` of a TOML text (the
+/// deepest one; array items as `key[i]`), to name the key of an error that
+/// only has a position.
+pub fn key_at(text: &str, offset: usize) -> Option<String> {
+    use toml::de::DeValue;
+    fn holds(span: std::ops::Range<usize>, offset: usize) -> bool {
+        span.start <= offset && offset < span.end.max(span.start + 1)
+    }
+    fn join(k: &str, sub: String) -> String {
+        match sub.chars().next() {
+            None => k.to_string(),
+            Some('[') => format!("{k}{sub}"),
+            Some(_) => format!("{k}.{sub}"),
+        }
+    }
+    // Tables' own spans do not cover their contents ([table] headers), so
+    // every child is searched first; then a value whose span holds `offset`.
+    fn find(v: &toml::Spanned<DeValue<'_>>, offset: usize) -> Option<String> {
+        let inner = match v.get_ref() {
+            DeValue::Table(t) => t.iter().find_map(|(k, v)| find(v, offset).map(|sub| join(k.get_ref(), sub))),
+            DeValue::Array(items) => items
+                .iter()
+                .enumerate()
+                .find_map(|(i, item)| find(item, offset).map(|sub| join(&format!("[{i}]"), sub))),
+            _ => None,
+        };
+        inner.or_else(|| holds(v.span(), offset).then(String::new))
+    }
+    let root = toml::de::DeTable::parse(text).ok()?;
+    root.get_ref().iter().find_map(|(k, v)| find(v, offset).map(|sub| join(k.get_ref(), sub)))
 }
 
 /// Byte offset of the value of a dotted key in a TOML text, or of the nearest

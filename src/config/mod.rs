@@ -9,7 +9,7 @@ mod validate;
 mod workload;
 
 pub use load::{
-    LoadedScenario, apply_preset, apply_set, load_scenario, load_scenario_str, load_scenario_str_with,
+    LoadedScenario, apply_preset, apply_set, key_at, load_scenario, load_scenario_str, load_scenario_str_with,
     load_scenario_with, parse_value, preset_keys, set_value,
 };
 pub use workload::*;

@@ -527,3 +527,30 @@ fn one_sweep_writes_a_folder_at_a_time_and_duplicates_are_refused() {
     }
     assert!(!Path::new("/tmp/never-written-m").exists());
 }
+
+#[test]
+fn type_errors_name_the_key_and_what_is_allowed() {
+    // "invalid type: integer `5`, expected internally tagged enum LengthDist"
+    // named no key: 1,600 of 4,169 rejected mutations did not.
+    let d = tempfile::tempdir().unwrap();
+    for (from, to, key, allowed) in [
+        (
+            "prompt_tokens = { dist = \"lognormal\", mean = 1000, cv = 1.0 }",
+            "prompt_tokens = 5",
+            "workload.prompt_tokens",
+            "a length distribution",
+        ),
+        ("max_num_seqs = 256", "max_num_seqs = \"many\"", "engine.max_num_seqs", "a whole number"),
+        ("tp = 1", "tp = 1.5", "hardware.tp", "a whole number"),
+        ("rate = 10.0", "rate = \"fast\"", "workload.rate", "expected a number"),
+        ("ttft_ms = 500", "ttft_ms = true", "slo.ttft_ms", "expected a number"),
+        ("seed = 7", "seed = [7]", "seed", "a whole number"),
+    ] {
+        let text = QUICK.replace(from, to);
+        assert_ne!(text, QUICK, "{from}");
+        let (code, se) = run_text(d.path(), &text);
+        assert_eq!(code, 2, "{to}: {se}");
+        assert!(se.contains(&format!("`{key}`")) && se.contains(allowed) && se.contains("fix:"), "{to}: {se}");
+        assert!(!se.contains("internally tagged") && !se.contains("expected u32"), "{to}: {se}");
+    }
+}
