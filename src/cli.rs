@@ -374,7 +374,9 @@ fn dispatch(cli: Cli) -> Result<()> {
                 return Err(ConfigError::new(format!("--tolerance {} must be in (0, 1)", a.tolerance)).into());
             }
             let catalog = open_catalog(a.s.models.as_deref())?;
+            let progress = Progress::start("capacity search", None, false);
             let c = crate::plan::capacity(&loaded, &catalog, a.replications, a.tolerance)?;
+            drop(progress);
             let r = c.rate;
             let ci =
                 if r.ci_lo.is_finite() { format!(", 95% CI [{:.2}, {:.2}]", r.ci_lo, r.ci_hi) } else { String::new() };
@@ -409,7 +411,9 @@ fn dispatch(cli: Cli) -> Result<()> {
             let (mut loaded, _) = load(&a.s, a.seed)?;
             loaded.min_requests = a.min_requests;
             let catalog = open_catalog(a.s.models.as_deref())?;
+            let progress = Progress::start("planning", None, false);
             let p = crate::plan::plan(&loaded, &catalog)?;
+            drop(progress);
             let dir =
                 a.out.clone().unwrap_or_else(|| Path::new("output").join(format!("{}-plan", loaded.scenario.name)));
             crate::export::create_out_dir(&dir)?;
@@ -430,6 +434,67 @@ fn baseline_setup(loaded: &LoadedScenario, a: &ScenarioArgs) -> Result<Option<Se
     let over: Vec<(String, toml::Value)> = b.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     let s = loaded.derive(&over, "baseline")?;
     Ok(Some(resolve(&s, &open_catalog(a.models.as_deref())?).map_err(|e| loaded.locate(e))?))
+}
+
+/// A progress line on stderr for a long command: requests simulated (of
+/// `total`, when known) and time elapsed, redrawn a few times a second. Shown
+/// only on a terminal, only after half a second (short runs stay silent),
+/// never with -q; cleared when dropped.
+struct Progress {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Progress {
+    fn start(what: &str, total: Option<u64>, quiet: bool) -> Progress {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        if quiet || !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            return Progress { stop, thread: None };
+        }
+        let (flag, what) = (stop.clone(), what.to_string());
+        let start = crate::limits::simulated();
+        let thread = std::thread::spawn(move || {
+            let wait = |ms| {
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+                flag.load(std::sync::atomic::Ordering::Relaxed)
+            };
+            if wait(500) {
+                return;
+            }
+            let bar = match total {
+                Some(n) => indicatif::ProgressBar::new(n).with_style(
+                    indicatif::ProgressStyle::with_template(
+                        "{msg} {bar:30} {human_pos}/{human_len} requests  {elapsed}, ETA {eta}",
+                    )
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                ),
+                None => indicatif::ProgressBar::new_spinner().with_style(
+                    indicatif::ProgressStyle::with_template(
+                        "{msg} {spinner} {human_pos} requests simulated  {elapsed}",
+                    )
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+                ),
+            };
+            bar.set_message(what);
+            loop {
+                bar.set_position(crate::limits::simulated() - start);
+                if wait(200) {
+                    break;
+                }
+            }
+            bar.finish_and_clear();
+        });
+        Progress { stop, thread: Some(thread) }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// The catalogue with the user's models folder. A broken file there is left
@@ -461,10 +526,14 @@ fn cmd_run(a: RunArgs) -> Result<()> {
     let dir = a.out.clone().unwrap_or_else(|| Path::new("output").join(&setup.scenario.name));
     let dir = prepare_out_dir(&dir, a.force)?;
     let seed = setup.scenario.seed;
+    let requests = crate::limits::estimate(&setup).requests.map(|n| n as u64);
+    let runs = 1 + loaded.scenario.baseline.is_some() as u64;
+    let progress = Progress::start("simulating", requests.map(|n| n * runs), a.quiet);
     let (rep, base) = rayon::join(
         || run_setup(&setup, seed),
         || -> Result<Option<crate::Report>> { Ok(baseline_setup(&loaded, &a.s)?.map(|bs| run_setup(&bs, seed))) },
     );
+    drop(progress);
     let base = base?;
     rep.check().map_err(|e| loaded.locate(e))?;
     if let Some(b) = &base {

@@ -19,7 +19,7 @@
 use crate::Setup;
 use crate::error::ConfigError;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Beyond this simulated time, s (about 32 years), the clock's resolution
 /// falls below a microsecond (2⁻²³ s at 10⁹ s).
@@ -53,6 +53,18 @@ impl Default for Limits {
 
 static LIMITS: OnceLock<Limits> = OnceLock::new();
 static STOP: AtomicBool = AtomicBool::new(false);
+static SIMULATED: AtomicU64 = AtomicU64::new(0);
+
+/// Adds `n` requests to the count simulated in this process (the event loop
+/// reports its arrivals every 65,536 events, for progress bars).
+pub fn note_simulated(n: u64) {
+    SIMULATED.fetch_add(n, Ordering::Relaxed);
+}
+
+/// Requests simulated in this process so far (all runs together).
+pub fn simulated() -> u64 {
+    SIMULATED.load(Ordering::Relaxed)
+}
 
 /// Sets this process's limits (once; later calls are ignored).
 pub fn set(limits: Limits) {

@@ -381,6 +381,8 @@ struct EventLoop<'s, C: StepCostModel> {
     events: u64,
     last_step_end: f64,
     stopped: Option<Stopped>,
+    /// Arrivals already counted in [`crate::limits::simulated`].
+    reported: u64,
     /// The longest request every pool accepts (clipping makes a request fit it).
     max_len: u32,
     clip_long: bool,
@@ -460,6 +462,7 @@ impl<'s, C: StepCostModel> EventLoop<'s, C> {
             events: 0,
             last_step_end: f64::NAN,
             stopped: None,
+            reported: 0,
             // Clipping makes a request fit every pool, whichever serves it: the
             // cluster-wide limit is the smallest pool's.
             max_len: setup.max_model_len(),
@@ -492,9 +495,14 @@ impl<'s, C: StepCostModel> EventLoop<'s, C> {
                 self.stopped = Some(Stopped::Clock(t_next));
                 break;
             }
-            if self.events & 0xffff == 0 && crate::limits::stop_requested() {
-                self.stopped = Some(Stopped::Requested(self.now));
-                break;
+            if self.events & 0xffff == 0 {
+                let arrived = self.obs.records.len() as u64;
+                crate::limits::note_simulated(arrived - self.reported);
+                self.reported = arrived;
+                if crate::limits::stop_requested() {
+                    self.stopped = Some(Stopped::Requested(self.now));
+                    break;
+                }
             }
             if self.sampler.due(t_next) {
                 self.sampler.take(self.sampler.next, &self.replicas, self.obs.completed);
@@ -788,6 +796,7 @@ impl<'s, C: StepCostModel> EventLoop<'s, C> {
 
     /// Closes the replicas' time integrals and gathers the output.
     fn finish(mut self) -> SimOutput {
+        crate::limits::note_simulated(self.obs.records.len() as u64 - self.reported);
         for r in &mut self.replicas {
             r.close(self.now);
         }

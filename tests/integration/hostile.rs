@@ -554,3 +554,45 @@ fn type_errors_name_the_key_and_what_is_allowed() {
         assert!(!se.contains("internally tagged") && !se.contains("expected u32"), "{to}: {se}");
     }
 }
+
+#[test]
+fn long_runs_show_progress_on_a_terminal_only() {
+    // A 10^7-request run took 70 s and printed nothing. `script` gives the
+    // binary a terminal (util-linux, in every Debian install).
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: no `script` to provide a terminal");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("o");
+    let cmd = |extra: &str| {
+        format!(
+            "{} run scenarios/quickstart.toml --set num_requests=1000000 --force --out {} {extra}",
+            env!("CARGO_BIN_EXE_servesim"),
+            out.display()
+        )
+    };
+    let on_tty = |extra: &str| {
+        let o = Command::new("script").args(["-qec", &cmd(extra), "/dev/null"]).current_dir(root()).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let shown = on_tty("");
+    assert!(shown.contains("simulating") && shown.contains("requests"), "no progress on a terminal: {shown:?}");
+    assert!(!on_tty("-q").contains("simulating"), "-q must stay quiet");
+    // Piped: no progress at all.
+    let o = servesim_in(
+        root(),
+        &[
+            "run",
+            "scenarios/quickstart.toml",
+            "--set",
+            "num_requests=1000000",
+            "--force",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    let (code, so, se) = outcome(&o);
+    assert_eq!(code, 0);
+    assert!(!so.contains("simulating") && !se.contains("simulating"), "progress when piped: {se}");
+}
