@@ -102,6 +102,12 @@ struct Sampler {
     next: f64,
     interval: f64,
     samples: Vec<TimeSample>,
+    /// KV blocks of the whole cluster.
+    total_blocks: u64,
+    /// Replicas that may hold work (a sample visits only these, so its cost
+    /// does not grow with idle replicas), and a flag per replica.
+    active: Vec<u32>,
+    is_active: Vec<bool>,
 }
 
 impl Sampler {
@@ -110,14 +116,49 @@ impl Sampler {
         t >= self.next
     }
 
+    fn new<C: StepCostModel>(replicas: &[Replica<C>]) -> Self {
+        Sampler {
+            next: 0.0,
+            interval: 0.05,
+            samples: Vec::new(),
+            total_blocks: replicas.iter().map(|r| r.params().num_blocks).sum(),
+            active: Vec::new(),
+            is_active: vec![false; replicas.len()],
+        }
+    }
+
+    /// Replica `r` was given work.
+    #[inline]
+    fn activate(&mut self, r: usize) {
+        if !self.is_active[r] {
+            self.is_active[r] = true;
+            self.active.push(r as u32);
+        }
+    }
+
+    /// Samples the cluster: sums over the active replicas (idle ones add
+    /// nothing; integer sums, so the order never matters), dropping those
+    /// that have gone idle.
     fn take<C: StepCostModel>(&mut self, t: f64, replicas: &[Replica<C>], completed: u64) {
-        let total: u64 = replicas.iter().map(|r| r.params().num_blocks).sum();
+        let (mut waiting, mut running, mut batch, mut used) = (0u32, 0u32, 0u32, 0u64);
+        let is_active = &mut self.is_active;
+        self.active.retain(|&r| {
+            let rep = &replicas[r as usize];
+            let (w, n, b, u) = (rep.num_waiting() as u32, rep.num_running(), rep.batch_size(), rep.used_blocks());
+            waiting += w;
+            running += n;
+            batch += b;
+            used += u;
+            let keep = w > 0 || n > 0 || u > 0 || rep.is_busy();
+            is_active[r as usize] = keep;
+            keep
+        });
         self.samples.push(TimeSample {
             t,
-            waiting: replicas.iter().map(|r| r.num_waiting() as u32).sum(),
-            running: replicas.iter().map(|r| r.num_running()).sum(),
-            batch: replicas.iter().map(|r| r.batch_size()).sum(),
-            kv_used: replicas.iter().map(|r| r.used_blocks()).sum::<u64>() as f64 / total as f64,
+            waiting,
+            running,
+            batch,
+            kv_used: used as f64 / self.total_blocks as f64,
             completed,
         });
         if self.samples.len() >= MAX_SAMPLES {
@@ -427,6 +468,7 @@ impl<'s, C: StepCostModel> EventLoop<'s, C> {
         let requests = Source::new(&setup.workload, seed);
         let notify = requests.needs_feedback();
         let cap = setup.workload.num_requests.unwrap_or(0).min(1 << 26) as usize;
+        let sampler = Sampler::new(&replicas);
         EventLoop {
             setup,
             check,
@@ -456,7 +498,7 @@ impl<'s, C: StepCostModel> EventLoop<'s, C> {
                 warmup,
                 notify,
             },
-            sampler: Sampler { next: 0.0, interval: 0.05, samples: Vec::new() },
+            sampler,
             in_system: 0,
             area: 0.0,
             events: 0,
@@ -605,6 +647,7 @@ impl<'s, C: StepCostModel> EventLoop<'s, C> {
         rec.replica = r as u32;
         let work = (rec.output - rec.generated) as u64;
         let key = self.keyer.key(self.replicas[r].stats.pool, id, rec);
+        self.sampler.activate(r);
         if !self.replicas[r].enqueue_ready(now, id, key, work) {
             self.refuse(id, RejectReason::QueueFull);
             return;
@@ -744,6 +787,7 @@ impl<'s, C: StepCostModel> EventLoop<'s, C> {
         rec.admitted = self.now;
         rec.replica = r as u32;
         let key = self.keyer.key(self.replicas[r].stats.pool, id, rec);
+        self.sampler.activate(r);
         if !self.replicas[r].enqueue(self.now, id, key, rec.prompt as u64 + rec.output as u64) {
             return false;
         }
@@ -769,6 +813,7 @@ impl<'s, C: StepCostModel> EventLoop<'s, C> {
             rec.replica = r as u32;
             let work = rec.prompt as u64 + rec.output as u64;
             let key = self.keyer.key(self.replicas[r].stats.pool, id, rec);
+            self.sampler.activate(r);
             let queued = self.replicas[r].enqueue(self.now, id, key, work);
             debug_assert!(queued, "a replica with room accepts");
             self.router.observe(r, &self.replicas[r]);
