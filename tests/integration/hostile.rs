@@ -1,22 +1,11 @@
 //! Step 8: what a hostile tester found. Each test failed before its fix.
 
+use crate::common::{outcome, servesim_in};
 use std::path::Path;
-use std::process::{Command, Output};
-
-/// Runs the binary in `cwd` (default: the repository root).
-fn servesim_in(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_servesim")).args(args).current_dir(cwd).output().expect("run servesim")
-}
+use std::process::Command;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// (exit code, stdout, stderr); fails on a Rust panic.
-fn outcome(o: &Output) -> (i32, String, String) {
-    let (so, se) = (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
-    assert!(!se.contains("panicked"), "servesim panicked: {se}");
-    (o.status.code().unwrap_or(-1), so, se)
 }
 
 #[test]

@@ -7,7 +7,6 @@ use servesim::config::load_scenario_str;
 use servesim::workload::trace::{TraceFormat, parse};
 use servesim::workload::{RequestSpec, Source, plan};
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 
 const AZURE_CODE: &str = "scenarios/traces/AzureLLMInferenceTrace_code.csv";
@@ -142,14 +141,7 @@ fn generic_csv_with_classes_and_sessions_and_vllm_json() {
 
 fn cli(dir: &Path, scenario: &str) -> (i32, String, String) {
     std::fs::write(dir.join("s.toml"), scenario).unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_servesim"))
-        .args(["run", "s.toml", "--out", "out", "--force", "--quiet"])
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    let (so, se) = (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
-    assert!(!se.contains("panicked"), "{se}");
-    (o.status.code().unwrap_or(-1), so, se)
+    crate::common::outcome(&crate::common::servesim_in(dir, &["run", "s.toml", "--out", "out", "--force", "--quiet"]))
 }
 
 #[test]

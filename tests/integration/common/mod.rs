@@ -22,6 +22,22 @@ pub fn run(toml: &str, sets: &[&str]) -> Report {
 /// is served by exactly one engine step (10 ms, constant).
 pub const SINGLE_SERVER: &str = servesim::detection::SINGLE_SERVER;
 
+/// Runs the servesim binary with `args` in folder `cwd`.
+pub fn servesim_in(cwd: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_servesim"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("run servesim")
+}
+
+/// (exit code, stdout, stderr) of a servesim run; fails on a Rust panic.
+pub fn outcome(o: &std::process::Output) -> (i32, String, String) {
+    let (so, se) = (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
+    assert!(!se.contains("panicked"), "servesim panicked: {se}");
+    (o.status.code().unwrap_or(-1), so, se)
+}
+
 /// Mean of a slice.
 pub fn mean(x: &[f64]) -> f64 {
     x.iter().sum::<f64>() / x.len() as f64
