@@ -91,6 +91,23 @@ fn need_scenario<'a>(
     })
 }
 
+/// A user's measurements table with the `required` columns, or an error
+/// naming the file, the line and what is wrong (a malformed row panicked).
+fn user_table(path: &Path, text: &str, required: &[&str]) -> Result<Table, ConfigError> {
+    let t = Table::read(text).map_err(|(line, m)| {
+        let mut e =
+            ConfigError::new(m).file(path).hint("every row needs one value per header column; fix or remove it");
+        e.line = Some(line);
+        e
+    })?;
+    if let Some(c) = t.missing(required) {
+        return Err(ConfigError::new(format!("column `{c}` is missing"))
+            .file(path)
+            .hint(format!("the table needs the columns {}", required.join(", "))));
+    }
+    Ok(t)
+}
+
 /// Reads `path` into a calibration problem.
 pub fn read(
     path: &Path,
@@ -100,11 +117,23 @@ pub fn read(
 ) -> Result<Problem, ConfigError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ConfigError::new(format!("cannot read {}: {e}", path.display())).file(path))?;
-    match detect(path, &text)? {
-        Format::Steps => steps(path, &text, catalog, need_scenario(scenario, "a per-step CSV")?),
-        Format::Splitwise => splitwise(&text, catalog, scenario, preset),
-        Format::BenchJson => bench_json(path, &text, need_scenario(scenario, "a vllm bench serve result")?),
-        Format::Offline => offline(&text, catalog, preset),
+    from_text(path, &text, catalog, scenario, preset)
+}
+
+/// Reads the text of measurements file `path` (already read) into a
+/// calibration problem: what [`read`] does after reading the file.
+pub fn from_text(
+    path: &Path,
+    text: &str,
+    catalog: &Catalog,
+    scenario: Option<&crate::config::LoadedScenario>,
+    preset: &str,
+) -> Result<Problem, ConfigError> {
+    match detect(path, text)? {
+        Format::Steps => steps(path, text, catalog, need_scenario(scenario, "a per-step CSV")?),
+        Format::Splitwise => splitwise(path, text, catalog, scenario, preset),
+        Format::BenchJson => bench_json(path, text, need_scenario(scenario, "a vllm bench serve result")?),
+        Format::Offline => offline(path, text, catalog, preset),
     }
 }
 
@@ -114,7 +143,7 @@ fn steps(
     catalog: &Catalog,
     s: &crate::config::LoadedScenario,
 ) -> Result<Problem, ConfigError> {
-    let t = Table::parse(text, &path.display().to_string());
+    let t = user_table(path, text, &[])?;
     let (setup, _) = setup_of(&s.scenario, catalog)?;
     let has = |c: &str| t.header.iter().any(|h| h == c);
     let mut points = Vec::new();
@@ -172,26 +201,51 @@ fn steps(
 /// count the tokens actually generated, from e2e ≈ prompt + (n − 1) × token
 /// time. Batches whose KV cache the engine could not hold are skipped.
 pub fn splitwise(
+    path: &Path,
     text: &str,
     catalog: &Catalog,
     scenario: Option<&crate::config::LoadedScenario>,
     preset: &str,
 ) -> Result<Problem, ConfigError> {
     use std::collections::BTreeMap;
-    let t = Table::parse(text, "Splitwise profile");
+    let t = user_table(
+        path,
+        text,
+        &[
+            "model",
+            "hardware",
+            "tensor_parallel",
+            "prompt_size",
+            "batch_size",
+            "token_size",
+            "prompt_time",
+            "token_time",
+            "e2e_time",
+        ],
+    )?;
     type Reps = Vec<(f64, f64, f64)>;
     let mut groups: BTreeMap<(String, String, u32, u32, u32, u32), Reps> = BTreeMap::new();
     let mut skipped = Vec::new();
-    for r in &t.rows {
+    for (i, r) in t.rows.iter().enumerate() {
+        let sizes = ["tensor_parallel", "prompt_size", "batch_size", "token_size"].map(|c| t.num(r, c));
+        let times = ["prompt_time", "token_time", "e2e_time"].map(|c| t.num(r, c));
+        // Sizes are whole numbers of at least 1, times positive: anything
+        // else is a broken row (it panicked in the arithmetic below).
+        if sizes.iter().any(|x| !(x.is_finite() && *x >= 1.0 && *x < 1e9))
+            || times.iter().any(|x| !(x.is_finite() && *x > 0.0))
+        {
+            skipped.push(format!("data row {}: sizes must be whole numbers >= 1 and times positive", i + 1));
+            continue;
+        }
         let key = (
             t.get(r, "model").to_string(),
             t.get(r, "hardware").to_string(),
-            t.num(r, "tensor_parallel") as u32,
-            t.num(r, "prompt_size") as u32,
-            t.num(r, "batch_size") as u32,
-            t.num(r, "token_size") as u32,
+            sizes[0] as u32,
+            sizes[1] as u32,
+            sizes[2] as u32,
+            sizes[3] as u32,
         );
-        groups.entry(key).or_default().push((t.num(r, "prompt_time"), t.num(r, "token_time"), t.num(r, "e2e_time")));
+        groups.entry(key).or_default().push((times[0], times[1], times[2]));
     }
     let mut setups: Vec<(String, String, u32, u64)> = Vec::new();
     let mut setup_specs = Vec::new();
@@ -354,8 +408,8 @@ fn bench_json(path: &Path, text: &str, s: &crate::config::LoadedScenario) -> Res
     })
 }
 
-fn offline(text: &str, catalog: &Catalog, preset: &str) -> Result<Problem, ConfigError> {
-    let t = Table::parse(text, "offline table");
+fn offline(path: &Path, text: &str, catalog: &Catalog, preset: &str) -> Result<Problem, ConfigError> {
+    let t = user_table(path, text, &["model", "gpu", "precision", "tp", "isl", "osl", "total_output_tok_s"])?;
     let mut sims = Vec::new();
     let mut points = Vec::new();
     let mut skipped = Vec::new();

@@ -12,15 +12,34 @@ pub struct Table {
 }
 
 impl Table {
-    /// Parses `text`; `name` is used in panics about malformed shipped data.
+    /// Parses shipped data; `name` is used in panics about it being malformed.
     pub fn parse(text: &str, name: &str) -> Table {
-        let mut lines = text.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#'));
-        let header = split(lines.next().unwrap_or_else(|| panic!("{name}: no header")));
-        let rows: Vec<Vec<String>> = lines.map(split).collect();
-        for (i, r) in rows.iter().enumerate() {
-            assert_eq!(r.len(), header.len(), "{name}: row {} has {} fields, header {}", i + 1, r.len(), header.len());
+        Self::read(text).unwrap_or_else(|(line, m)| panic!("{name}:{line}: {m}"))
+    }
+
+    /// Parses a user's table: an error is (file line, what is wrong).
+    pub fn read(text: &str) -> Result<Table, (usize, String)> {
+        let mut lines = text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#'))
+            .map(|(i, l)| (i + 1, l));
+        let Some((_, head)) = lines.next() else { return Err((1, "no header line".into())) };
+        let header = split(head);
+        let mut rows = Vec::new();
+        for (line, l) in lines {
+            let r = split(l);
+            if r.len() != header.len() {
+                return Err((line, format!("the row has {} fields, the header has {}", r.len(), header.len())));
+            }
+            rows.push(r);
         }
-        Table { header, rows }
+        Ok(Table { header, rows })
+    }
+
+    /// The first of `names` that is not a column, if any.
+    pub fn missing<'a>(&self, names: &[&'a str]) -> Option<&'a str> {
+        names.iter().copied().find(|n| !self.header.iter().any(|h| h == n))
     }
 
     /// Index of column `name`.

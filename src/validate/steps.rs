@@ -51,7 +51,13 @@ const STEP_PRESET: &str = "vllm-v0";
 /// `servesim calibrate` reads it and predicted with the profile's values.
 pub fn splitwise(catalog: &Catalog) -> crate::Result<Dataset> {
     let text = include_str!("../../validation/data/splitwise_perf_model_a100.csv");
-    let p = crate::calibrate::inputs::splitwise(text, catalog, None, STEP_PRESET)?;
+    let p = crate::calibrate::inputs::splitwise(
+        std::path::Path::new("validation/data/splitwise_perf_model_a100.csv"),
+        text,
+        catalog,
+        None,
+        STEP_PRESET,
+    )?;
     let idx: Vec<usize> = (0..p.points.len()).collect();
     let pred = p.predict(catalog, &[], &[], &idx)?;
     let mut rows: Vec<Row> = p

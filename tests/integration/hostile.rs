@@ -585,3 +585,61 @@ fn long_runs_show_progress_on_a_terminal_only() {
     assert_eq!(code, 0);
     assert!(!so.contains("simulating") && !se.contains("simulating"), "progress when piped: {se}");
 }
+
+#[test]
+fn calibrate_tables_with_a_cut_row_or_missing_column_are_errors_not_panics() {
+    // Found by the calibrate fuzz target: an offline table with a short row
+    // panicked in the table reader ("row 37 has 15 fields, header 16").
+    let d = tempfile::tempdir().unwrap();
+    let offline = std::fs::read_to_string(root().join("validation/data/trtllm_perf_overview_a100_l40s.csv")).unwrap();
+    let mut lines: Vec<String> = offline.lines().map(String::from).collect();
+    let last = lines.len() - 1;
+    let cut = lines[last].rsplit_once(',').unwrap().0.to_string();
+    lines[last] = cut;
+    let cases = [
+        ("cut.csv", lines.join("\n") + "\n", format!("cut.csv:{}", last + 1)),
+        (
+            "nocol.csv",
+            "model,gpu,precision,tp,isl,osl\nm,g,fp8,1,128,128\n"
+                .replace("isl,osl", "isl,osl,total_output_tok_s")
+                .replace("tp,", ""),
+            "column `tp` is missing".to_string(),
+        ),
+        (
+            "split.csv",
+            "model,hardware,prompt_time,token_time\nllama,a100,1,2\n".to_string(),
+            "column `tensor_parallel` is missing".to_string(),
+        ),
+    ];
+    for (name, text, says) in cases {
+        std::fs::write(d.path().join(name), text).unwrap();
+        let o = servesim_in(d.path(), &["calibrate", name, "--preset", "trtllm", "--out", "cal"]);
+        let (code, _, se) = outcome(&o);
+        assert_eq!(code, 2, "{name}: {se}");
+        assert!(se.contains(&says), "{name}: {se}");
+    }
+    // Also found by the fuzzer: a Splitwise row with token_size = 0 panicked
+    // in a clamp; such rows are now skipped with their reason.
+    let splitwise = std::fs::read_to_string(root().join("validation/data/splitwise_perf_model_a100.csv")).unwrap();
+    let mut lines: Vec<String> = splitwise.lines().map(String::from).collect();
+    let head: Vec<&str> = lines[0].split(',').collect();
+    let k = head.iter().position(|h| *h == "token_size").unwrap();
+    let mut f: Vec<String> = lines[1].split(',').map(String::from).collect();
+    f[k] = "0".into();
+    lines[1] = f.join(",");
+    std::fs::write(d.path().join("zero.csv"), lines.join("\n") + "\n").unwrap();
+    let o = servesim_in(
+        d.path(),
+        &[
+            "calibrate",
+            "zero.csv",
+            "--scenario",
+            root().join("scenarios/quickstart.toml").to_str().unwrap(),
+            "--out",
+            "cal2",
+        ],
+    );
+    let (code, so, se) = outcome(&o);
+    assert!(code == 0 || code == 2, "{se}");
+    assert!(format!("{so}{se}").contains("sizes must be whole numbers") || code == 2, "{so}{se}");
+}
