@@ -286,6 +286,15 @@ fn read_data_file(path: &Path, key: &str) -> Result<String, ConfigError> {
     })
 }
 
+/// A row error's hint without its "or set on_bad_row = \"skip\" ..." advice
+/// (up to the next `;`), for files that have no such key.
+fn without_skip_advice(h: &str) -> String {
+    let Some(i) = h.find("or set on_bad_row") else { return h.to_string() };
+    let head = h[..i].trim_end().trim_end_matches(',').trim_end();
+    let tail = h[i..].find(';').map_or("", |j| &h[i + j..]);
+    format!("{head}{tail}")
+}
+
 fn csv_columns(prompt: &Option<String>, output: &Option<String>) -> Option<Columns> {
     Some(Columns {
         prompt: prompt.clone().unwrap_or_default(),
@@ -326,7 +335,12 @@ impl Loader<'_> {
                 let fmt = format.unwrap_or(TraceFormat::Csv);
                 let col = column.clone();
                 let cols = csv_columns(&col, &col);
-                let t = read_trace(self.base, f, fmt, cols.as_ref(), false, key)?;
+                // An empirical length file has no on_bad_row key: its row errors
+                // must not suggest one.
+                let t = read_trace(self.base, f, fmt, cols.as_ref(), false, key).map_err(|mut e| {
+                    e.hint = e.hint.map(|h| without_skip_advice(&h));
+                    e
+                })?;
                 self.note(&t, f);
                 let output = fmt != TraceFormat::Csv && col.as_deref() == Some("output");
                 let v: Arc<[u32]> = t.rows.iter().map(|r| if output { r.output } else { r.prompt }).collect();

@@ -141,6 +141,7 @@ fn a_length_file_with_a_half_cut_row_is_refused_with_its_line() {
     let (code, se) = run_text(d.path(), &scenario);
     assert_eq!(code, 2, "{se}");
     assert!(se.contains("lengths.csv:3") && se.contains("the row has 2 fields"), "{se}");
+    assert!(!se.contains("on_bad_row"), "a length file has no on_bad_row key: {se}");
 }
 
 const QUICK: &str = include_str!("../../scenarios/quickstart.toml");
