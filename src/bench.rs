@@ -153,9 +153,9 @@ fn one(n: u64, replicas: u32, router: &str) -> Result<()> {
     let catalog = crate::Catalog::builtin()?;
     let t0 = Instant::now();
     let setup = crate::resolve(&loaded.scenario, &catalog)?;
-    let output = crate::sim::simulate(&setup, loaded.scenario.seed);
+    let mut output = crate::sim::simulate_recording(&setup, loaded.scenario.seed, crate::sim::Recording::Stream(None));
     let t_sim = t0.elapsed().as_secs_f64();
-    let summary = crate::metrics::summarize(&setup, loaded.scenario.seed, &output);
+    let summary = crate::metrics::summarize(&setup, loaded.scenario.seed, &mut output);
     let rep = crate::Report { setup, seed: loaded.scenario.seed, summary, output };
     let wall = t0.elapsed().as_secs_f64();
     println!(

@@ -4,7 +4,7 @@
 use crate::config::{LoadedScenario, load_scenario_with};
 use crate::error::{ConfigError, Error, Result};
 use crate::export::{self, format_check, format_summary, prepare_out_dir, write_atomic, write_json};
-use crate::{Catalog, Setup, resolve, run_setup};
+use crate::{Catalog, Setup, resolve};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
 
@@ -275,6 +275,10 @@ struct RunArgs {
     /// Also write report.html.
     #[arg(long)]
     report: bool,
+    /// Do not write requests.csv (one row per request; about 150 bytes a
+    /// request). The summary, time series and charts are unchanged.
+    #[arg(long)]
+    no_requests: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -529,9 +533,17 @@ fn cmd_run(a: RunArgs) -> Result<()> {
     let requests = crate::limits::estimate(&setup).requests.map(|n| n as u64);
     let runs = 1 + loaded.scenario.baseline.is_some() as u64;
     let progress = Progress::start("simulating", requests.map(|n| n * runs), a.quiet);
+    // All or nothing: the files are staged, then moved into place together.
+    // requests.csv is written as requests finish, so no record is kept.
+    let staging = export::Staging::new(&dir)?;
+    let mut csv = match a.no_requests {
+        true => None,
+        false => Some(export::RequestsCsv::create(&staging.path().join("requests.csv"), &setup)?),
+    };
+    let sink = csv.as_mut().map(|c| c as &mut dyn crate::sim::RecordSink);
     let (rep, base) = rayon::join(
-        || run_setup(&setup, seed),
-        || -> Result<Option<crate::Report>> { Ok(baseline_setup(&loaded, &a.s)?.map(|bs| run_setup(&bs, seed))) },
+        || crate::run_setup_with(&setup, seed, crate::sim::Recording::Stream(sink)),
+        || -> Result<Option<crate::Report>> { Ok(baseline_setup(&loaded, &a.s)?.map(|bs| crate::run_lean(&bs, seed))) },
     );
     drop(progress);
     let base = base?;
@@ -539,8 +551,9 @@ fn cmd_run(a: RunArgs) -> Result<()> {
     if let Some(b) = &base {
         b.check_complete()?;
     }
-    // All or nothing: the files are staged, then moved into place together.
-    let staging = export::Staging::new(&dir)?;
+    if let Some(c) = csv {
+        c.finish()?;
+    }
     export::write_run_files(staging.path(), &loaded, &rep, std::env::args().collect())?;
     if let Some(b) = &base {
         write_json(&staging.path().join("baseline-summary.json"), &b.summary)?;

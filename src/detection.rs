@@ -6,7 +6,7 @@
 //! tests assert its targets on a smaller grid.
 
 use crate::config::load_scenario_str;
-use crate::{Catalog, Result, resolve, run_setup};
+use crate::{Catalog, Result, resolve, run_lean};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::path::Path;
@@ -182,7 +182,7 @@ pub fn verdict(case: &Case, seed: u64, catalog: &Catalog) -> Result<String> {
     }
     let loaded = load_scenario_str(&case.system.text(), Path::new("detection.toml"), &sets)?;
     let setup = resolve(&loaded.scenario, catalog)?;
-    Ok(run_setup(&setup, seed).summary.stability.verdict)
+    Ok(run_lean(&setup, seed).summary.stability.verdict)
 }
 
 /// Runs every case with seeds 1..=`seeds`, in parallel; rows in case order.

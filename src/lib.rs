@@ -102,11 +102,26 @@ pub struct Report {
     pub output: SimOutput,
 }
 
-/// Simulates a resolved setup with the given seed.
+/// Simulates a resolved setup with the given seed, keeping every
+/// per-request record in the report.
 pub fn run_setup(setup: &Setup, seed: u64) -> Report {
-    let output = sim::simulate(setup, seed);
-    let summary = metrics::summarize(setup, seed, &output);
+    run_setup_with(setup, seed, sim::Recording::Keep)
+}
+
+/// Simulates a resolved setup with the given seed; `recording` says whether
+/// the per-request records are kept or streamed (memory then follows the
+/// requests in flight, not the run's length). The summary is the same
+/// either way.
+pub fn run_setup_with(setup: &Setup, seed: u64, recording: sim::Recording) -> Report {
+    let mut output = sim::simulate_recording(setup, seed, recording);
+    let summary = metrics::summarize(setup, seed, &mut output);
     Report { setup: setup.clone(), seed, summary, output }
+}
+
+/// The summary of a setup's run, keeping no records: what sweeps, searches
+/// and plans need of each run.
+pub fn run_lean(setup: &Setup, seed: u64) -> Report {
+    run_setup_with(setup, seed, sim::Recording::Stream(None))
 }
 
 /// Resolves and simulates a scenario with its own seed. A run whose
@@ -155,11 +170,10 @@ impl Report {
     /// printed as a run of zeros.
     pub fn check_measured(&self) -> std::result::Result<(), ConfigError> {
         let warmup = self.setup.scenario.warmup_s;
-        let records = &self.output.records;
-        if warmup <= 0.0 || records.iter().any(|r| r.arrival >= warmup) {
+        if warmup <= 0.0 || self.summary.metrics.measured_requests > 0 {
             return Ok(());
         }
-        let last = records.iter().map(|r| r.arrival).fold(0.0, f64::max);
+        let last = self.output.last_arrival;
         Err(ConfigError::new(format!(
             "a warm-up of {warmup} s is at or beyond the last arrival ({last:.2} s): no request is measured"
         ))

@@ -16,7 +16,7 @@ use crate::config::{LoadedScenario, Scenario, SloConfig};
 use crate::error::{ConfigError, Result};
 use crate::metrics::Summary;
 use crate::sweep::{Stat, point_seed};
-use crate::{Catalog, resolve, run_setup};
+use crate::{Catalog, resolve, run_lean};
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -140,7 +140,7 @@ fn slo_of(s: &Scenario) -> Result<SloConfig> {
 fn simulate(loaded: &LoadedScenario, catalog: &Catalog, over: &[(String, toml::Value)], seed: u64) -> Result<Summary> {
     let s = loaded.derive(over, "capacity search")?;
     let setup = resolve(&s, catalog).map_err(|e| loaded.locate(e))?;
-    let r = run_setup(&setup, seed);
+    let r = run_lean(&setup, seed);
     r.check_complete()?;
     Ok(r.summary)
 }

@@ -28,7 +28,7 @@ use crate::cluster::{ReplicaLoad, Router};
 use crate::config::{CostModelKind, DisaggregationConfig, PoolRole, QueueOrder, RouterKind};
 use crate::cost::{ConstantStep, ExponentialStep, KernelModel, Roofline, Speculative, StepCostModel};
 use crate::engine::{Replica, ReplicaStats, Sinks, Span};
-use crate::metrics::{LogHistogram, RejectReason, RequestRecord, Status};
+use crate::metrics::{LiveRecords, LogHistogram, RejectReason, RequestRecord, Status, Tally};
 use crate::rng::Stream;
 use crate::workload::{Source, stream_seed};
 use std::cmp::Ordering;
@@ -37,8 +37,29 @@ use std::collections::{BinaryHeap, VecDeque};
 /// Everything the simulation observed.
 #[derive(Debug, Clone)]
 pub struct SimOutput {
-    /// One record per generated request, by id (= arrival order).
+    /// One record per generated request, by id (= arrival order), when the
+    /// run kept them ([`Recording::Keep`]); else the first
+    /// [`TIMELINE_REQUESTS`] (for the timeline chart).
     pub records: Vec<RequestRecord>,
+    /// Whether `records` holds every request.
+    pub kept: bool,
+    /// Requests that arrived.
+    pub arrived: u64,
+    /// The most records the simulation held at once: the requests in flight
+    /// and those finished behind an older one still in flight (what a
+    /// streamed run's memory follows).
+    pub peak_live_records: usize,
+    /// Arrival of the last request, s (0 without requests).
+    pub last_arrival: f64,
+    /// A run that streamed its records: every `sample_stride`-th request's
+    /// record, by id (between [`SAMPLE`] and 2 × [`SAMPLE`] of them, or all
+    /// when fewer), for the latency CDF charts. Empty when `kept`.
+    pub sample: Vec<RequestRecord>,
+    /// Ids in `sample` are the multiples of this.
+    pub sample_stride: u64,
+    /// The statistics behind the summary, gathered as requests finished
+    /// ([`crate::metrics::summarize`] takes them out).
+    pub tally: Tally,
     /// Pooled inter-token latencies of measured requests.
     pub itl: LogHistogram,
     /// The same, per class.
@@ -75,6 +96,65 @@ pub enum Stopped {
 
 /// Requests followed for the timeline chart.
 pub const TIMELINE_REQUESTS: u32 = 40;
+
+/// A streamed run keeps between this many and twice as many records for its
+/// charts ([`SimOutput::sample`]).
+pub const SAMPLE: usize = 50_000;
+
+/// Where finished requests' records go, in id order, as they leave the
+/// simulation (the CLI writes them to `requests.csv` this way). An
+/// implementation that does I/O keeps its first error and reports it when
+/// the caller asks: the simulation itself does no I/O.
+pub trait RecordSink: Send {
+    /// Request `id` has left the simulation (or the run ended with it still in).
+    fn record(&mut self, id: u32, r: &RequestRecord);
+}
+
+/// What a run does with its per-request records.
+pub enum Recording<'k> {
+    /// Keep them all in [`SimOutput::records`] (memory grows with the run).
+    Keep,
+    /// Hand each to the sink as its request finishes, and keep only a
+    /// sample for charts: memory follows the requests in flight.
+    Stream(Option<&'k mut dyn RecordSink>),
+}
+
+/// What becomes of records as they leave the simulation.
+struct Retired<'k> {
+    tally: Tally,
+    keep: bool,
+    /// Kept records (all, or the first [`TIMELINE_REQUESTS`]).
+    records: Vec<RequestRecord>,
+    sample: Vec<RequestRecord>,
+    stride: u64,
+    sink: Option<&'k mut dyn RecordSink>,
+}
+
+impl Retired<'_> {
+    fn take(&mut self, id: u32, r: &RequestRecord) {
+        self.tally.add(r);
+        if self.keep || id < TIMELINE_REQUESTS {
+            self.records.push(*r);
+        }
+        if self.keep {
+            return;
+        }
+        if (id as u64).is_multiple_of(self.stride) {
+            self.sample.push(*r);
+            if self.sample.len() >= 2 * SAMPLE {
+                let mut i = 0;
+                self.sample.retain(|_| {
+                    i += 1;
+                    i % 2 == 1
+                });
+                self.stride *= 2;
+            }
+        }
+        if let Some(s) = self.sink.as_mut() {
+            s.record(id, r);
+        }
+    }
+}
 
 /// Most samples kept in the time series; past it, every other sample is
 /// dropped and the interval doubles.
@@ -225,39 +305,46 @@ impl<C: StepCostModel> ReplicaLoad for Replica<C> {
     }
 }
 
-/// Runs the setup with the given seed, choosing the configured cost model.
+/// Runs the setup with the given seed, choosing the configured cost model,
+/// and keeps every record.
 pub fn simulate(setup: &Setup, seed: u64) -> SimOutput {
-    simulate_opts(setup, seed, false, true)
+    simulate_opts(setup, seed, false, true, Recording::Keep)
+}
+
+/// Like [`simulate`], doing with the records as `recording` says.
+pub fn simulate_recording(setup: &Setup, seed: u64, recording: Recording) -> SimOutput {
+    simulate_opts(setup, seed, false, true, recording)
 }
 
 /// Like [`simulate`], verifying every replica's invariants after every step.
 pub fn simulate_checked(setup: &Setup, seed: u64) -> SimOutput {
-    simulate_opts(setup, seed, true, true)
+    simulate_opts(setup, seed, true, true, Recording::Keep)
 }
 
 /// Like [`simulate`] but without the steady-decode fast path (every step
 /// goes through the general scheduler): for tests that the fast path changes
 /// nothing.
 pub fn simulate_without_fast_path(setup: &Setup, seed: u64) -> SimOutput {
-    simulate_opts(setup, seed, false, false)
+    simulate_opts(setup, seed, false, false, Recording::Keep)
 }
 
-fn simulate_opts(setup: &Setup, seed: u64, check: bool, fast: bool) -> SimOutput {
+fn simulate_opts(setup: &Setup, seed: u64, check: bool, fast: bool, rec: Recording) -> SimOutput {
     let s = &setup.scenario;
     match s.cost.model {
-        CostModelKind::Roofline => with_models(setup, seed, check, fast, |llm, p, cost| {
+        CostModelKind::Roofline => with_models(setup, seed, check, fast, rec, |llm, p, cost| {
             Roofline::with_layout(llm, &p.gpu, &p.layout, s.model.dtype, p.kv_dtype, cost)
         }),
-        CostModelKind::Kernel => with_models(setup, seed, check, fast, |llm, p, cost| {
+        CostModelKind::Kernel => with_models(setup, seed, check, fast, rec, |llm, p, cost| {
             KernelModel::new(llm, &p.gpu, &p.layout, s.model.dtype, p.kv_dtype, cost)
         }),
         CostModelKind::Constant => {
             let t = s.cost.step_time_ms.unwrap_or(1.0) * 1e-3;
-            simulate_with(setup, seed, |_| ConstantStep { time: t }, check, fast)
+            simulate_with(setup, seed, |_| ConstantStep { time: t }, check, fast, rec)
         }
         CostModelKind::Exponential => {
             let t = s.cost.step_time_ms.unwrap_or(1.0) * 1e-3;
-            simulate_with(setup, seed, |r| ExponentialStep::new(t, Stream::ReplicaStep(r).seed(seed)), check, fast)
+            let cost = |r| ExponentialStep::new(t, Stream::ReplicaStep(r).seed(seed));
+            simulate_with(setup, seed, cost, check, fast, rec)
         }
     }
 }
@@ -269,12 +356,13 @@ fn with_models<C: StepCostModel + Clone>(
     seed: u64,
     check: bool,
     fast: bool,
+    rec: Recording,
     make: impl Fn(&crate::catalog::LlmSpec, &crate::Pool, &crate::config::CostConfig) -> C,
 ) -> SimOutput {
     let pool = pool_of(setup);
     if setup.pools.iter().all(|p| p.draft.is_none()) {
         let models: Vec<C> = setup.pools.iter().map(|p| make(&setup.llm, p, &p.cost)).collect();
-        return simulate_with(setup, seed, |r| models[pool[r as usize] as usize].clone(), check, fast);
+        return simulate_with(setup, seed, |r| models[pool[r as usize] as usize].clone(), check, fast, rec);
     }
     let models: Vec<Speculative<C>> = setup
         .pools
@@ -291,7 +379,7 @@ fn with_models<C: StepCostModel + Clone>(
             Speculative::new(make(&setup.llm, p, &p.cost), draft)
         })
         .collect();
-    simulate_with(setup, seed, |r| models[pool[r as usize] as usize].clone(), check, fast)
+    simulate_with(setup, seed, |r| models[pool[r as usize] as usize].clone(), check, fast, rec)
 }
 
 /// The pool of each replica, by replica index (pools in declaration order).
@@ -341,20 +429,23 @@ fn reject_reason(setup: &Setup, prompt: u32, output: u32) -> Option<RejectReason
 /// With `check`, every replica's invariants (KV blocks accounted, never over
 /// capacity, running list consistent) are verified after every step: O(running)
 /// per step, for tests. With `fast`, steady decode steps run through
-/// [`Replica::fast_forward`].
+/// [`Replica::fast_forward`]. `rec` says what becomes of the records.
 pub fn simulate_with<C: StepCostModel>(
     setup: &Setup,
     seed: u64,
     make_cost: impl Fn(u32) -> C,
     check: bool,
     fast: bool,
+    rec: Recording,
 ) -> SimOutput {
-    EventLoop::new(setup, seed, make_cost, check, fast).run()
+    EventLoop::new(setup, seed, make_cost, check, fast, rec).run()
 }
 
 /// What the run records: the engine writes into it through [`Sinks`].
-struct Observed {
-    records: Vec<RequestRecord>,
+struct Observed<'k> {
+    /// The requests in flight (and those finished but not yet retired).
+    records: LiveRecords,
+    retired: Retired<'k>,
     itl: Vec<LogHistogram>,
     completed: u64,
     timeline: Vec<Span>,
@@ -366,7 +457,13 @@ struct Observed {
     notify: bool,
 }
 
-impl Observed {
+impl Observed<'_> {
+    /// Passes the finished requests at the front of the window on.
+    fn retire(&mut self) {
+        let Observed { records, retired, .. } = self;
+        records.retire(|id, r| retired.take(id, r));
+    }
+
     fn sinks(&mut self) -> Sinks<'_> {
         Sinks {
             records: &mut self.records,
@@ -385,7 +482,7 @@ impl Observed {
 /// The discrete-event loop of one run: the clock, the event queue, the
 /// replicas and routers, and one method per event kind (see the module docs
 /// for their order at equal times).
-struct EventLoop<'s, C: StepCostModel> {
+struct EventLoop<'s, 'k, C: StepCostModel> {
     setup: &'s Setup,
     /// Verify every replica's invariants after every step.
     check: bool,
@@ -413,7 +510,7 @@ struct EventLoop<'s, C: StepCostModel> {
     /// When each front-end worker is next free (none: unlimited).
     frontend: Vec<f64>,
     prefix_ids: Vec<u64>,
-    obs: Observed,
+    obs: Observed<'k>,
     sampler: Sampler,
     /// Requests admitted and not yet finished or refused.
     in_system: u64,
@@ -434,8 +531,15 @@ struct EventLoop<'s, C: StepCostModel> {
     link: DisaggregationConfig,
 }
 
-impl<'s, C: StepCostModel> EventLoop<'s, C> {
-    fn new(setup: &'s Setup, seed: u64, make_cost: impl Fn(u32) -> C, check: bool, fast: bool) -> Self {
+impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
+    fn new(
+        setup: &'s Setup,
+        seed: u64,
+        make_cost: impl Fn(u32) -> C,
+        check: bool,
+        fast: bool,
+        rec: Recording<'k>,
+    ) -> Self {
         let s = &setup.scenario;
         let warmup = s.warmup_s;
         let pool = pool_of(setup);
@@ -467,7 +571,11 @@ impl<'s, C: StepCostModel> EventLoop<'s, C> {
         }
         let requests = Source::new(&setup.workload, seed);
         let notify = requests.needs_feedback();
-        let cap = setup.workload.num_requests.unwrap_or(0).min(1 << 26) as usize;
+        let (keep, sink) = match rec {
+            Recording::Keep => (true, None),
+            Recording::Stream(sink) => (false, sink),
+        };
+        let cap = if keep { setup.workload.num_requests.unwrap_or(0).min(1 << 26) as usize } else { 0 };
         let sampler = Sampler::new(&replicas);
         EventLoop {
             setup,
@@ -489,7 +597,15 @@ impl<'s, C: StepCostModel> EventLoop<'s, C> {
             frontend: vec![0.0; s.engine.frontend_workers as usize],
             prefix_ids: Vec::new(),
             obs: Observed {
-                records: Vec::with_capacity(cap),
+                records: LiveRecords::default(),
+                retired: Retired {
+                    tally: Tally::new(setup),
+                    keep,
+                    records: Vec::with_capacity(cap),
+                    sample: Vec::new(),
+                    stride: 1,
+                    sink,
+                },
                 itl: vec![LogHistogram::new(); setup.workload.classes.len()],
                 completed: 0,
                 timeline: Vec::new(),
@@ -551,6 +667,7 @@ impl<'s, C: StepCostModel> EventLoop<'s, C> {
             }
             if take_arrival {
                 self.on_arrival();
+                self.obs.retire();
                 continue;
             }
             let e = self.queue.pop().expect("event");
@@ -563,6 +680,7 @@ impl<'s, C: StepCostModel> EventLoop<'s, C> {
                 Kind::Wake => self.on_wake(e.key as usize),
                 Kind::StepEnd => self.on_step_end(e.key as usize, next_arrival),
             }
+            self.obs.retire();
         }
         self.finish()
     }
@@ -614,14 +732,14 @@ impl<'s, C: StepCostModel> EventLoop<'s, C> {
 
     /// Preprocessing is over (a request whose client gave up meanwhile is gone).
     fn on_admit(&mut self, id: u32) {
-        if self.obs.records[id as usize].status == Status::InFlight {
+        if self.obs.records.get(id).is_some_and(|r| r.status == Status::InFlight) {
             self.admit_now(id);
         }
     }
 
     /// The client gives up on a request that has not started.
     fn on_timeout(&mut self, id: u32) {
-        let rec = &self.obs.records[id as usize];
+        let Some(rec) = self.obs.records.get(id) else { return };
         if rec.status == Status::InFlight && rec.first_scheduled.is_nan() {
             let r = rec.replica;
             self.refuse(id, RejectReason::TimedOut);
@@ -800,7 +918,7 @@ impl<'s, C: StepCostModel> EventLoop<'s, C> {
     /// replicas with room (fewer than `max_num_seqs` outstanding).
     fn dispatch(&mut self) {
         while let Some(&id) = self.central_queue.front() {
-            if self.obs.records[id as usize].status != Status::InFlight {
+            if self.obs.records.get(id).is_none_or(|r| r.status != Status::InFlight) {
                 self.central_queue.pop_front();
                 continue;
             }
@@ -842,6 +960,11 @@ impl<'s, C: StepCostModel> EventLoop<'s, C> {
     /// Closes the replicas' time integrals and gathers the output.
     fn finish(mut self) -> SimOutput {
         crate::limits::note_simulated(self.obs.records.len() as u64 - self.reported);
+        let Observed { records, retired, .. } = &mut self.obs;
+        let peak_live_records = records.peak();
+        records.retire_all(|id, r| retired.take(id, r));
+        let Retired { tally, keep, records, sample, stride, .. } = self.obs.retired;
+        let (arrived, last_arrival) = (tally.count(), tally.last_arrival());
         for r in &mut self.replicas {
             r.close(self.now);
         }
@@ -850,7 +973,14 @@ impl<'s, C: StepCostModel> EventLoop<'s, C> {
             pooled.merge(h);
         }
         SimOutput {
-            records: self.obs.records,
+            records,
+            kept: keep,
+            arrived,
+            peak_live_records,
+            last_arrival,
+            sample,
+            sample_stride: stride,
+            tally,
             itl: pooled,
             itl_by_class: self.obs.itl,
             replicas: self.replicas.into_iter().map(|r| r.stats).collect(),

@@ -195,7 +195,7 @@ impl Problem {
                 let loaded =
                     crate::config::load_scenario_str_with(&sim.text, std::path::Path::new(&sim.name), &sets, &cat)?;
                 let setup = crate::resolve(&loaded.scenario, catalog)?;
-                Ok((s, crate::run_setup(&setup, loaded.scenario.seed).summary))
+                Ok((s, crate::run_lean(&setup, loaded.scenario.seed).summary))
             })
             .collect();
         let mut by_sim = std::collections::HashMap::new();

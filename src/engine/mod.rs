@@ -45,7 +45,7 @@ pub use queue::WaitQueue;
 
 use crate::config::Admission;
 use crate::cost::{StepBatch, StepCostModel};
-use crate::metrics::{LogHistogram, RequestRecord, Status};
+use crate::metrics::{LiveRecords, LogHistogram, RequestRecord, Status};
 use decode::DecodeGroup;
 use kv::KvBlocks;
 use running::{Phase, Running, Seq};
@@ -281,7 +281,7 @@ pub struct Span {
 /// Shared per-run sinks the replicas write into.
 pub struct Sinks<'a> {
     /// Every request's record, indexed by request id.
-    pub records: &'a mut [RequestRecord],
+    pub records: &'a mut LiveRecords,
     /// Pooled inter-token latencies of measured requests, per class.
     pub itl: &'a mut [LogHistogram],
     /// Requests arriving at or after this time are measured.
@@ -405,7 +405,7 @@ impl<C: StepCostModel> Replica<C> {
     }
 
     /// Prefill pool: the KV cache of `req` has left; its blocks are freed (or stay cached).
-    pub fn release_handoff(&mut self, now: f64, req: u32, records: &[RequestRecord]) {
+    pub fn release_handoff(&mut self, now: f64, req: u32, records: &LiveRecords) {
         let Some((blocks, shared, tokens)) = self.in_transfer.release(req) else {
             unreachable!("request {req} holds no KV on replica {}", self.id)
         };
@@ -1230,7 +1230,7 @@ impl<C: StepCostModel> Replica<C> {
 
     /// Tokens still to compute, recounted from the sequences and the waiting
     /// queue (O(requests here)); the tests compare it with the running count.
-    pub fn recount_pending(&self, records: &[RequestRecord]) -> u64 {
+    pub fn recount_pending(&self, records: &LiveRecords) -> u64 {
         let mut total = 0u64;
         for (_, s) in self.running.iter() {
             total += self.pending_of(s);

@@ -108,8 +108,44 @@ fn row(line: &mut Vec<u8>, ib: &mut itoa::Buffer, id: usize, r: &RequestRecord, 
     line.push(b'\n');
 }
 
-/// Writes the CSV, formatting blocks of rows in parallel and writing them in
-/// order (the bytes do not depend on the thread count).
+/// Rows per block formatted by one thread.
+const BLOCK: usize = 16_384;
+/// Rows formatted together before they are written.
+const BATCH: usize = BLOCK * 8;
+
+/// Formats the rows of `records` (whose first id is `first_id`) in parallel
+/// blocks and writes them in order (the bytes do not depend on the thread count).
+fn write_rows(
+    w: &mut dyn Write,
+    records: &[RequestRecord],
+    first_id: usize,
+    ctx: &Ctx,
+    slo_met: &(impl Fn(&RequestRecord) -> Option<bool> + Sync),
+) -> io::Result<()> {
+    let blocks: Vec<Vec<u8>> = records
+        .par_chunks(BLOCK)
+        .enumerate()
+        .map(|(b, chunk)| {
+            let mut ib = itoa::Buffer::new();
+            let mut out = Vec::with_capacity(chunk.len() * 128);
+            for (k, r) in chunk.iter().enumerate() {
+                row(&mut out, &mut ib, first_id + b * BLOCK + k, r, ctx, slo_met(r));
+            }
+            out
+        })
+        .collect();
+    for b in blocks {
+        w.write_all(&b)?;
+    }
+    Ok(())
+}
+
+fn header(w: &mut dyn Write) -> io::Result<()> {
+    w.write_all(COLUMNS.join(",").as_bytes())?;
+    w.write_all(b"\n")
+}
+
+/// Writes the CSV of every record of a run.
 /// `slo_met(record)` says whether a completed request met its SLOs (None: no
 /// SLOs); `classes` names the class indices.
 pub fn write_requests_csv(
@@ -119,27 +155,81 @@ pub fn write_requests_csv(
     classes: &[String],
     slo_met: impl Fn(&RequestRecord) -> Option<bool> + Sync,
 ) -> io::Result<()> {
-    const BLOCK: usize = 16_384;
     let ctx = Ctx { warmup, classes };
-    w.write_all(COLUMNS.join(",").as_bytes())?;
-    w.write_all(b"\n")?;
-    for group in records.chunks(BLOCK * 8).enumerate() {
-        let (g, recs) = group;
-        let blocks: Vec<Vec<u8>> = recs
-            .par_chunks(BLOCK)
-            .enumerate()
-            .map(|(b, chunk)| {
-                let mut ib = itoa::Buffer::new();
-                let mut out = Vec::with_capacity(chunk.len() * 128);
-                for (k, r) in chunk.iter().enumerate() {
-                    row(&mut out, &mut ib, g * BLOCK * 8 + b * BLOCK + k, r, &ctx, slo_met(r));
-                }
-                out
-            })
-            .collect();
-        for b in blocks {
-            w.write_all(&b)?;
-        }
+    header(w)?;
+    for (g, recs) in records.chunks(BATCH).enumerate() {
+        write_rows(w, recs, g * BATCH, &ctx, &slo_met)?;
     }
     Ok(())
+}
+
+/// `requests.csv` written while the simulation runs: a
+/// [`RecordSink`](crate::sim::RecordSink) that buffers the records handed to
+/// it (in id order) and writes them in formatted batches, so that a run need
+/// not keep its records. The bytes are those of [`write_requests_csv`]. The
+/// first write error is kept, later records are dropped, and
+/// [`RequestsCsv::finish`] reports it.
+pub struct RequestsCsv {
+    path: std::path::PathBuf,
+    w: io::BufWriter<std::fs::File>,
+    buf: Vec<RequestRecord>,
+    /// Id of `buf[0]`.
+    first_id: usize,
+    warmup: f64,
+    classes: Vec<String>,
+    workload: std::sync::Arc<crate::workload::WorkloadPlan>,
+    error: Option<io::Error>,
+}
+
+impl RequestsCsv {
+    /// Creates `path` and writes the header, for the requests of `setup`'s run.
+    pub fn create(path: &std::path::Path, setup: &crate::Setup) -> crate::Result<Self> {
+        let fail = |e: io::Error| crate::Error::Runtime(format!("cannot write {}: {e}", path.display()));
+        let f = std::fs::File::create(path).map_err(fail)?;
+        let mut w = io::BufWriter::with_capacity(1 << 20, f);
+        header(&mut w).map_err(fail)?;
+        Ok(RequestsCsv {
+            path: path.to_path_buf(),
+            w,
+            buf: Vec::with_capacity(BATCH),
+            first_id: 0,
+            warmup: setup.scenario.warmup_s,
+            classes: setup.workload.classes.iter().map(|c| c.name.clone()).collect(),
+            workload: setup.workload.clone(),
+            error: None,
+        })
+    }
+
+    fn flush_rows(&mut self) {
+        if self.error.is_none() {
+            let ctx = Ctx { warmup: self.warmup, classes: &self.classes };
+            let workload = &self.workload;
+            let slo = |r: &RequestRecord| crate::metrics::slo_met(workload, r);
+            if let Err(e) = write_rows(&mut self.w, &self.buf, self.first_id, &ctx, &slo) {
+                self.error = Some(e);
+            }
+        }
+        self.first_id += self.buf.len();
+        self.buf.clear();
+    }
+
+    /// Writes what is buffered and syncs the file; the first error met, if any.
+    pub fn finish(mut self) -> crate::Result<()> {
+        self.flush_rows();
+        let res = match self.error.take() {
+            Some(e) => Err(e),
+            None => self.w.flush().and_then(|_| self.w.get_ref().sync_all()),
+        };
+        res.map_err(|e| crate::Error::Runtime(format!("cannot write {}: {e}", self.path.display())))
+    }
+}
+
+impl crate::sim::RecordSink for RequestsCsv {
+    fn record(&mut self, id: u32, r: &RequestRecord) {
+        debug_assert_eq!(id as usize, self.first_id + self.buf.len(), "records arrive in id order");
+        self.buf.push(*r);
+        if self.buf.len() == BATCH {
+            self.flush_rows();
+        }
+    }
 }

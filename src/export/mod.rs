@@ -9,7 +9,7 @@ mod run_folder;
 mod staging;
 mod table;
 
-pub use self::csv::write_requests_csv;
+pub use self::csv::{RequestsCsv, write_requests_csv};
 pub use html::write_html_report;
 pub use manifest::{Manifest, manifest};
 pub use run_data::{RunData, RunView, run_label};

@@ -29,8 +29,12 @@ pub struct RunView<'a> {
     pub scenario: &'a Scenario,
     /// Legend label.
     pub label: &'a str,
-    /// Per-request records.
+    /// Per-request records by id from the first (at least the first
+    /// [`TIMELINE_REQUESTS`](crate::sim::TIMELINE_REQUESTS), for the timeline).
     pub records: &'a [RequestRecord],
+    /// The records behind the latency CDFs: all, or a sample of a long run
+    /// ([`SimOutput::sample`](crate::sim::SimOutput::sample)).
+    pub cdf: &'a [RequestRecord],
     /// Sampled cluster state.
     pub timeseries: &'a [TimeSample],
     /// Spans of the requests followed for the timeline.
@@ -52,6 +56,7 @@ impl RunData {
             scenario: &self.scenario,
             label: &self.label,
             records: &self.records,
+            cdf: &self.records,
             timeseries: &self.timeseries,
             timeline: &self.timeline,
         }
@@ -85,6 +90,14 @@ impl RunData {
             "trace.json"
         };
         let timeline = serde_json::from_str(&read(timeline_file)?).map_err(|e| bad(timeline_file, e.to_string()))?;
+        if !dir.join("requests.csv").exists() && dir.join("summary.json").exists() {
+            return Err(ConfigError::new(format!(
+                "{} has no requests.csv (the run was made with --no-requests): its charts cannot be redrawn",
+                dir.display()
+            ))
+            .hint("run the scenario again without --no-requests")
+            .into());
+        }
         let csv = read("requests.csv")?;
         let class_names: Vec<&str> = scenario.workload.classes.iter().map(|c| c.name.as_str()).collect();
         let mut records = Vec::new();

@@ -17,22 +17,29 @@ pub fn write_run(dir: &Path, loaded: &LoadedScenario, rep: &crate::Report, comma
 }
 
 /// Writes a run's files into `dir` (a staging folder: see [`write_run`]).
+/// requests.csv is written only when the run kept its records (a run that
+/// streamed them wrote it as it went: [`super::RequestsCsv`]).
 pub fn write_run_files(dir: &Path, loaded: &LoadedScenario, rep: &crate::Report, command: Vec<String>) -> Result<()> {
     let workload = rep.setup.workload.clone();
     let class_names: Vec<String> = workload.classes.iter().map(|c| c.name.clone()).collect();
     let warmup = rep.setup.scenario.warmup_s;
-    let records = &rep.output.records;
+    let out = &rep.output;
+    let records = &out.records;
     let label = run_label(rep);
     let view = RunView {
         scenario: &rep.setup.scenario,
         label: &label,
         records,
-        timeseries: &rep.output.timeseries,
-        timeline: &rep.output.timeline,
+        cdf: if out.kept { records } else { &out.sample },
+        timeseries: &out.timeseries,
+        timeline: &out.timeline,
     };
     // The CSV and the charts are the slow parts: write them side by side.
     let (csv, rest) = rayon::join(
         || {
+            if !out.kept {
+                return Ok(());
+            }
             write_atomic(&dir.join("requests.csv"), |w| {
                 write_requests_csv(w, records, warmup, &class_names, |r| crate::metrics::slo_met(&workload, r))
             })
@@ -61,7 +68,7 @@ pub fn write_run_charts(dir: &Path, run: RunView) -> Result<()> {
             "cdf",
             plot::cdf_figure(
                 &format!("{name}: latency distributions"),
-                &[(run.label.to_string(), run.records, s.warmup_s)],
+                &[(run.label.to_string(), run.cdf, s.warmup_s)],
                 [slo.ttft_ms, slo.tpot_ms, slo.e2e_ms],
             ),
         ),

@@ -103,6 +103,17 @@ pub fn format_summary(s: &Summary) -> String {
     row(&mut o, "Output token throughput (tok/s)", num(m.output_throughput, 2));
     row(&mut o, "Total token throughput (tok/s)", num(m.total_token_throughput, 2));
     row(&mut o, "Output tok/s per GPU", num(s.output_throughput_per_gpu, 2));
+    if s.latency_percentile_relative_error > 0.0 {
+        row(
+            &mut o,
+            "Latency percentiles",
+            format!(
+                "from histograms, within {}% (over {} requests)",
+                num(s.latency_percentile_relative_error * 100.0, 2),
+                crate::metrics::tally::EXACT_LIMIT
+            ),
+        );
+    }
     latency(&mut o, "Queueing delay", "queue", &m.queue);
     latency(&mut o, "Time to First Token", "TTFT", &m.ttft);
     latency(&mut o, "Time per Output Token (excl. 1st token)", "TPOT", &m.tpot);

@@ -5,10 +5,12 @@ mod record;
 pub mod stability;
 pub mod stats;
 mod summary;
+pub mod tally;
 
 pub use hist::LogHistogram;
-pub use record::{RejectReason, RequestRecord, Status};
+pub use record::{LiveRecords, RejectReason, RequestRecord, Status};
 pub use summary::{
     ClassMap, ClassSummary, CostSummary, KvSummary, LatencyMetric, LittlesLaw, RequestMetrics, SloSummary, Summary,
     Utilisation, WorkloadSummary, littles_law, slo_checks, slo_met, summarize,
 };
+pub use tally::Tally;

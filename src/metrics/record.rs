@@ -148,3 +148,93 @@ impl RequestRecord {
         if self.output > 0 { self.e2e() / self.output as f64 } else { f64::NAN }
     }
 }
+
+/// The records of the requests still in the system, indexed by request id:
+/// the window from the oldest unfinished request to the newest arrival.
+/// Finished requests leave it from the front, in id order ([`Self::retire`]),
+/// so memory follows the requests in flight, not the length of the run.
+#[derive(Debug, Clone, Default)]
+pub struct LiveRecords {
+    /// Records of ids `base + start ..`; the first `start` slots are already retired.
+    slots: Vec<RequestRecord>,
+    start: usize,
+    /// Id of `slots[0]`.
+    base: usize,
+    /// Most records held at once.
+    peak: usize,
+}
+
+impl LiveRecords {
+    /// Requests recorded so far (retired or not): the next request's id.
+    pub fn len(&self) -> usize {
+        self.base + self.slots.len()
+    }
+
+    /// Whether no request was recorded yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Records a new request under the next id.
+    pub fn push(&mut self, r: RequestRecord) {
+        self.slots.push(r);
+        self.peak = self.peak.max(self.slots.len() - self.start);
+    }
+
+    /// The most records held at once so far (requests in flight, and
+    /// finished ones waiting behind an older request still in flight).
+    pub fn peak(&self) -> usize {
+        self.peak
+    }
+
+    /// The record of `id`, unless it has already been retired (finished).
+    pub fn get(&self, id: u32) -> Option<&RequestRecord> {
+        (id as usize).checked_sub(self.base + self.start).and_then(|i| self.slots.get(self.start + i))
+    }
+
+    /// Hands the finished requests at the front of the window to `out`, in
+    /// id order, and forgets them; stops at the first one still in flight.
+    pub fn retire(&mut self, mut out: impl FnMut(u32, &RequestRecord)) {
+        while let Some(r) = self.slots.get(self.start) {
+            if r.status == Status::InFlight {
+                break;
+            }
+            out((self.base + self.start) as u32, r);
+            self.start += 1;
+        }
+        // Compact once the retired prefix outweighs the live part (amortised O(1)).
+        if self.start >= 4096 && self.start * 2 >= self.slots.len() {
+            self.slots.drain(..self.start);
+            self.base += self.start;
+            self.start = 0;
+        }
+    }
+
+    /// Hands every record still held to `out`, in id order (the end of a run:
+    /// requests still in flight included).
+    pub fn retire_all(&mut self, mut out: impl FnMut(u32, &RequestRecord)) {
+        for (i, r) in self.slots[self.start..].iter().enumerate() {
+            out((self.base + self.start + i) as u32, r);
+        }
+        self.base += self.slots.len();
+        self.slots.clear();
+        self.start = 0;
+    }
+}
+
+impl std::ops::Index<usize> for LiveRecords {
+    type Output = RequestRecord;
+    /// The record of a request in the window (panics for a retired one: the
+    /// simulation only touches requests in flight).
+    #[inline]
+    fn index(&self, id: usize) -> &RequestRecord {
+        &self.slots[id - self.base]
+    }
+}
+
+impl std::ops::IndexMut<usize> for LiveRecords {
+    #[inline]
+    fn index_mut(&mut self, id: usize) -> &mut RequestRecord {
+        &mut self.slots[id - self.base]
+    }
+}

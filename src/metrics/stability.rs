@@ -360,6 +360,143 @@ impl Backlog {
     }
 }
 
+/// Fine cells per [`CELLS`] cell, at least, in a [`FineBacklog`].
+const FINE_PER_CELL: usize = 64;
+/// Cells of a [`FineBacklog`]: once the run extends past them, pairs merge
+/// and the width doubles, so between half and all of them are in use.
+const FINE: usize = CELLS * FINE_PER_CELL * 2;
+
+/// The backlog of a run too long to keep every request's passage: the same
+/// accumulators as [`Backlog`], on a grid of [`FINE`] cells from `origin`
+/// (the first measured arrival) whose cells double in width as the run
+/// extends, so that requests may come before the measured span is known.
+/// At the end ([`FineBacklog::into_backlog`]) they are re-binned onto the
+/// [`CELLS`] cells over the measured span, each fine cell whole into one:
+/// an event may move across a cell boundary by at most one fine cell,
+/// 1/[`FINE_PER_CELL`] of a cell.
+#[derive(Debug, Clone)]
+pub struct FineBacklog {
+    origin: f64,
+    width: f64,
+    /// Requests in the system at `origin`.
+    before: i64,
+    arrivals: Vec<u64>,
+    departures: Vec<u64>,
+    /// Σ(cell end − t) over arrivals minus the same over departures.
+    area_shift: Vec<f64>,
+    delay_sum: Vec<f64>,
+    delay_n: Vec<u64>,
+    measured: u64,
+    shed: u64,
+}
+
+impl FineBacklog {
+    /// An empty account from `origin` on.
+    pub fn new(origin: f64) -> Self {
+        FineBacklog {
+            origin,
+            width: 1e-3,
+            before: 0,
+            arrivals: vec![0; FINE],
+            departures: vec![0; FINE],
+            area_shift: vec![0.0; FINE],
+            delay_sum: vec![0.0; FINE],
+            delay_n: vec![0; FINE],
+            measured: 0,
+            shed: 0,
+        }
+    }
+
+    /// The fine cell holding `t` ≥ origin, widening the cells until it fits.
+    fn cell(&mut self, t: f64) -> usize {
+        while t >= self.origin + self.width * FINE as f64 && self.width < f64::MAX / 4.0 {
+            for k in 0..FINE / 2 {
+                let (a, b) = (2 * k, 2 * k + 1);
+                let net = self.arrivals[a] as f64 - self.departures[a] as f64;
+                self.area_shift[k] = self.area_shift[a] + self.width * net + self.area_shift[b];
+                self.arrivals[k] = self.arrivals[a] + self.arrivals[b];
+                self.departures[k] = self.departures[a] + self.departures[b];
+                self.delay_sum[k] = self.delay_sum[a] + self.delay_sum[b];
+                self.delay_n[k] = self.delay_n[a] + self.delay_n[b];
+            }
+            for k in FINE / 2..FINE {
+                (self.arrivals[k], self.departures[k], self.delay_n[k]) = (0, 0, 0);
+                (self.area_shift[k], self.delay_sum[k]) = (0.0, 0.0);
+            }
+            self.width *= 2.0;
+        }
+        (((t - self.origin) / self.width) as usize).min(FINE - 1)
+    }
+
+    fn event(&mut self, t: f64, sign: i64) {
+        if t < self.origin {
+            self.before += sign;
+            return;
+        }
+        let c = self.cell(t);
+        let end = self.origin + self.width * (c + 1) as f64;
+        if sign > 0 {
+            self.arrivals[c] += 1;
+        } else {
+            self.departures[c] += 1;
+        }
+        self.area_shift[c] += sign as f64 * (end - t).max(0.0);
+    }
+
+    /// As [`Backlog::add`].
+    pub fn add(&mut self, arrival: f64, departure: f64) {
+        self.event(arrival, 1);
+        if departure.is_finite() {
+            self.event(departure.max(arrival), -1);
+        }
+    }
+
+    /// As [`Backlog::measure`].
+    pub fn measure(&mut self, arrival: f64, shed: bool, queue_delay: f64) {
+        self.measured += 1;
+        self.shed += shed as u64;
+        if !queue_delay.is_nan() && arrival >= self.origin {
+            let c = self.cell(arrival);
+            self.delay_sum[c] += queue_delay;
+            self.delay_n[c] += 1;
+        }
+    }
+
+    /// The backlog over the measured span `[t0, t1]` (t0 ≥ origin). Each
+    /// fine cell goes whole to the cell holding its middle (to the requests
+    /// already waiting at t0 if that is before t0, nowhere if after t1):
+    /// an event moves by less than one fine cell, and the time-averaged
+    /// backlog stays consistent with the counts.
+    pub fn into_backlog(self, t0: f64, t1: f64) -> Backlog {
+        let mut b = Backlog::new(t0, t1);
+        b.measured = self.measured;
+        b.shed = self.shed;
+        b.start = self.before;
+        let end_all = t0 + b.width * CELLS as f64;
+        for i in 0..FINE {
+            let hi = self.origin + self.width * (i + 1) as f64;
+            let mid = hi - self.width / 2.0;
+            let net = self.arrivals[i] as i64 - self.departures[i] as i64;
+            if mid < t0 || b.width <= 0.0 {
+                b.start += net;
+                continue;
+            }
+            if mid > end_all {
+                continue;
+            }
+            let c = (((mid - t0) / b.width) as usize).min(CELLS - 1);
+            let chi = t0 + b.width * (c + 1) as f64;
+            b.arrivals[c] += self.arrivals[i];
+            b.departures[c] += self.departures[i];
+            // Σ sign × (chi − t) = Σ sign × (hi − t) + (chi − hi) × net, exactly.
+            b.area_shift[c] += self.area_shift[i] + (chi - hi) * net as f64;
+            b.delay_sum[c] += self.delay_sum[i];
+            b.delay_n[c] += self.delay_n[i];
+        }
+        b
+    }
+}
+
 /// Judges a run from its backlog. `offline` runs are not judged.
 pub fn assess(b: &Backlog, offline: bool) -> Stability {
     if offline {
@@ -639,5 +776,60 @@ mod tests {
         let w = &st.overload_windows[0];
         assert!((3600.0..4600.0).contains(&w.start_s) && (5600.0..6600.0).contains(&w.end_s), "{w:?}");
         assert!(st.explanation.contains("from"), "{}", st.explanation);
+    }
+
+    /// The same passages through a [`Backlog`] and through a [`FineBacklog`]
+    /// (re-binned): the verdicts agree and the numbers stay close.
+    fn both(passages: &[(f64, f64, f64)], t0: f64, t1: f64) -> (Stability, Stability) {
+        let mut exact = Backlog::new(t0, t1);
+        let mut fine = FineBacklog::new(t0);
+        for &(a, left, delay) in passages {
+            exact.add(a, left);
+            exact.measure(a, false, delay);
+            fine.add(a, left);
+            fine.measure(a, false, delay);
+        }
+        let mut approx = fine.into_backlog(t0, t1);
+        for b in [&mut exact, &mut approx] {
+            b.time_scale(1.0, 1.0, 0.5);
+        }
+        (assess(&exact, false), assess(&approx, false))
+    }
+
+    fn queue(arrivals: &[f64], d: f64) -> Vec<(f64, f64, f64)> {
+        let mut free = 0.0f64;
+        arrivals
+            .iter()
+            .map(|&a| {
+                let start = free.max(a);
+                free = start + d;
+                (a, free, start - a)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_fine_grid_agrees_with_the_exact_backlog() {
+        let steady: Vec<f64> = (0..5000).map(|i| i as f64 * 1.0 + 0.37).collect();
+        let mut peak = Vec::new();
+        let mut t = 0.0;
+        while t < 12000.0 {
+            peak.push(t);
+            t += if (4000.0..6000.0).contains(&t) { 0.8 } else { 1.25 };
+        }
+        for (arrivals, d) in [(&steady, 0.8), (&steady, 1.1), (&peak, 1.0)] {
+            let (t0, t1) = (arrivals[0], *arrivals.last().unwrap());
+            let (e, f) = both(&queue(arrivals, d), t0, t1);
+            assert_eq!(e.verdict, f.verdict, "d = {d}: {} / {}", e.explanation, f.explanation);
+            for (x, y, what) in [
+                (e.backlog_growth, f.backlog_growth, "growth"),
+                (e.backlog_first_tenth, f.backlog_first_tenth, "first tenth"),
+                (e.growth_fraction, f.growth_fraction, "growth fraction"),
+                (e.completion_deficit, f.completion_deficit, "deficit"),
+            ] {
+                assert!((x - y).abs() <= 0.02 * x.abs().max(1.0), "d = {d}: {what} {x} vs {y}");
+            }
+            assert_eq!(e.overload_windows.len(), f.overload_windows.len(), "d = {d}");
+        }
     }
 }

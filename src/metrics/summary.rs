@@ -5,9 +5,10 @@
 //! measurement window. `null` in JSON means "not defined" (e.g. TPOT when no
 //! request produced two tokens). The JSON Schema is `schema/summary.schema.json`.
 
-use super::stability::{Backlog, Stability, assess};
+use super::stability::{Stability, assess};
 use super::stats::{Distribution, PERCENTILES};
-use super::{RejectReason, RequestRecord, Status, hist};
+use super::tally::{Columns, Tally, histogram_ms};
+use super::{RequestRecord, Status, hist};
 use crate::Setup;
 use crate::config::SloConfig;
 use crate::sim::SimOutput;
@@ -407,6 +408,12 @@ pub struct Summary {
     pub metrics: RequestMetrics,
     /// Upper bound of the relative error of ITL percentiles (pooled in a log histogram).
     pub itl_percentile_relative_error: f64,
+    /// Upper bound of the relative error of every other latency percentile
+    /// (TTFT, TPOT, E2E, queue, preprocessing, normalised E2E): 0 when they
+    /// are exact, as in runs of up to [`EXACT_LIMIT`](super::tally::EXACT_LIMIT)
+    /// requests; past it they come from log histograms, and the stability
+    /// verdict from a fine time grid ([`FineBacklog`](super::stability::FineBacklog)).
+    pub latency_percentile_relative_error: f64,
     /// The same metrics per request class, in declaration order (null when no classes are declared).
     pub classes: Option<ClassMap>,
     /// The offered workload.
@@ -454,96 +461,14 @@ impl ClassMap {
     }
 }
 
-fn metric(name: &'static str, mut v: Vec<f64>) -> LatencyMetric {
-    for x in &mut v {
-        *x *= 1e3;
-    }
-    LatencyMetric { name, dist: Distribution::of(&mut v) }
-}
-
-/// Per-request observations of one group of measured requests.
-#[derive(Default)]
-struct Columns {
-    /// ttft, tpot, e2el, queue, preprocess, norm_e2el (seconds).
-    cols: [Vec<f64>; 6],
-    failures: BTreeMap<String, u64>,
-    measured: u64,
-    completed: u64,
-    clipped: u64,
-    in_tok: u64,
-    out_tok: u64,
-    good: u64,
-    /// Requests meeting [TTFT, TPOT, E2E], and requests subject to each objective.
-    ok: [u64; 3],
-    subject: [u64; 3],
-    with_slo: u64,
-}
-
+/// The finished account of one group of measured requests.
 impl Columns {
-    fn add(&mut self, r: &RequestRecord, slo: Option<&SloConfig>) {
-        self.measured += 1;
-        self.clipped += r.clipped as u64;
-        if let Some(x) = slo {
-            self.with_slo += 1;
-            for (k, o) in [x.ttft_ms, x.tpot_ms, x.e2e_ms].iter().enumerate() {
-                self.subject[k] += o.is_some() as u64;
-            }
-        }
-        match r.status {
-            Status::Rejected(why) => *self.failures.entry(why.as_str().to_string()).or_default() += 1,
-            Status::InFlight => *self.failures.entry("unfinished".to_string()).or_default() += 1,
-            Status::Completed => {
-                self.completed += 1;
-                self.in_tok += r.prompt as u64;
-                self.out_tok += r.output as u64;
-                let tpot = r.tpot();
-                self.cols[0].push(r.ttft());
-                if !tpot.is_nan() {
-                    self.cols[1].push(tpot);
-                }
-                self.cols[2].push(r.e2e());
-                self.cols[3].push(r.queue_delay());
-                self.cols[4].push(r.preprocess());
-                if r.output > 0 {
-                    self.cols[5].push(r.normalized_latency());
-                }
-                if let Some(slo) = slo {
-                    let checks = slo_checks(slo, r);
-                    for (k, (c, o)) in checks.iter().zip([slo.ttft_ms, slo.tpot_ms, slo.e2e_ms]).enumerate() {
-                        self.ok[k] += (*c && o.is_some()) as u64;
-                    }
-                    self.good += checks.iter().all(|&c| c) as u64;
-                }
-            }
-        }
-    }
-
-    fn append(&mut self, o: &Columns) {
-        for (a, b) in self.cols.iter_mut().zip(&o.cols) {
-            a.extend_from_slice(b);
-        }
-        for (k, v) in &o.failures {
-            *self.failures.entry(k.clone()).or_default() += v;
-        }
-        self.measured += o.measured;
-        self.completed += o.completed;
-        self.clipped += o.clipped;
-        self.in_tok += o.in_tok;
-        self.out_tok += o.out_tok;
-        self.good += o.good;
-        self.with_slo += o.with_slo;
-        for k in 0..3 {
-            self.ok[k] += o.ok[k];
-            self.subject[k] += o.subject[k];
-        }
-    }
-
     /// The metrics; `slo` gives the objectives shown (null when they differ by class).
     fn finish(self, itl: &hist::LogHistogram, duration: f64, slo: Option<&SloConfig>) -> RequestMetrics {
         let Columns { cols, failures, measured, completed, clipped, in_tok, out_tok, good, ok, subject, with_slo } =
             self;
         let [ttft, tpot, e2el, queue, pre, norm] = cols;
-        let mut metrics: Vec<(&'static str, Vec<f64>)> = vec![
+        let metrics = vec![
             ("ttft", ttft),
             ("tpot", tpot),
             ("e2el", e2el),
@@ -551,17 +476,15 @@ impl Columns {
             ("preprocess", pre),
             ("norm_e2el", norm),
         ];
-        let mut done: Vec<LatencyMetric> = metrics.par_drain(..).map(|(n, v)| metric(n, v)).collect();
+        let mut done: Vec<LatencyMetric> =
+            metrics.into_par_iter().map(|(name, c)| LatencyMetric { name, dist: c.describe_ms() }).collect();
         let norm_m = done.pop().expect("6 metrics");
         let pre_m = done.pop().expect("6 metrics");
         let queue_m = done.pop().expect("6 metrics");
         let e2el_m = done.pop().expect("6 metrics");
         let tpot_m = done.pop().expect("6 metrics");
         let ttft_m = done.pop().expect("6 metrics");
-        let mut itl_d = Distribution::of_histogram(itl);
-        for x in itl_d.percentiles.iter_mut().chain([&mut itl_d.mean, &mut itl_d.std, &mut itl_d.min, &mut itl_d.max]) {
-            *x *= 1e3;
-        }
+        let itl_d = histogram_ms(itl);
         let slo_summary = (with_slo > 0).then(|| {
             let frac = |n: u64, of: u64| if of > 0 { Some(n as f64 / of as f64) } else { None };
             SloSummary {
@@ -613,48 +536,19 @@ impl Summary {
     }
 }
 
-/// Builds the summary of a finished simulation.
-pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
+/// Builds the summary of a finished simulation from its [`Tally`]
+/// (taken out of `out`: a second call would see an empty one).
+pub fn summarize(setup: &Setup, seed: u64, out: &mut SimOutput) -> Summary {
+    let mut tally = std::mem::replace(&mut out.tally, Tally::new(setup));
+    let out = &*out;
     let s = &setup.scenario;
     let workload = &setup.workload;
     let warmup = s.warmup_s;
     let start = warmup.max(0.0);
     let duration = (out.end_time - start).max(f64::MIN_POSITIVE);
-    let n_classes = workload.classes.len();
-    let mut groups: Vec<Columns> = (0..n_classes).map(|_| Columns::default()).collect();
-    let measured_span = out
-        .records
-        .iter()
-        .filter(|r| r.arrival >= warmup)
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), r| (a.min(r.arrival), b.max(r.arrival)));
-    let measured_span = if measured_span.0.is_finite() { measured_span } else { (0.0, 0.0) };
-    let mut backlog = Backlog::new(measured_span.0, measured_span.1);
-    let max_wait = s.engine.max_wait_s.unwrap_or(0.0);
-    let (mut sojourn, mut done) = (0.0, 0u64);
-    for r in &out.records {
-        // The backlog is the queue: a request is in it from its arrival to
-        // the start of its first step (or its refusal).
-        let left = if r.first_scheduled.is_nan() { departure(r, max_wait) } else { r.first_scheduled };
-        backlog.add(r.arrival, left);
-        if r.status == Status::Completed {
-            sojourn += r.e2e();
-            done += 1;
-        }
-    }
-    let mut sessions = std::collections::HashSet::new();
-    for r in out.records.iter().filter(|r| r.arrival >= warmup) {
-        let c = r.class as usize;
-        groups[c].add(r, workload.classes[c].slo.as_ref());
-        if r.session != u32::MAX {
-            sessions.insert(r.session);
-        }
-        let shed = matches!(
-            r.status,
-            Status::Rejected(RejectReason::QueueFull | RejectReason::TimedOut | RejectReason::RateLimited)
-        );
-        let delay = if r.status == Status::Completed { r.queue_delay() } else { f64::NAN };
-        backlog.measure(r.arrival, shed, delay);
-    }
+    let percentile_error = tally.percentile_error();
+    let mut backlog = tally.backlog();
+    let mut groups = std::mem::take(&mut tally.groups);
     let n_measured: u64 = groups.iter().map(|g| g.measured).sum();
     let classes = workload.declared_classes.then(|| {
         ClassMap(
@@ -758,25 +652,15 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
     let split = setup.pools.iter().any(|p| p.role == crate::config::PoolRole::Prefill);
     let disaggregation = split.then(|| {
         let link = s.disaggregation.clone().unwrap_or_default();
-        let l = &setup.llm;
-        let per_token = l.kv_bytes_per_token(l.num_layers as f64, 1.0, s.kv_dtype().bytes());
-        // Requests that reached a decode pool: the KV of all but their prompt's
-        // last token crossed the link (the decode side recomputes that one).
-        let moved: Vec<f64> = out
-            .records
-            .iter()
-            .filter(|r| r.arrival >= warmup && r.output > 1 && r.generated > 1)
-            .map(|r| per_token * r.prompt.saturating_sub(1) as f64)
-            .collect();
-        let time = |b: f64| (b / (link.kv_transfer_gbps * 1e9) + link.kv_transfer_latency_ms * 1e-3) * 1e3;
-        let nm = moved.len().max(1) as f64;
+        let m = tally.moved.clone().unwrap_or_default();
+        let nm = m.n.max(1) as f64;
         DisaggSummary {
             kv_transfer_gbps: link.kv_transfer_gbps,
             kv_transfer_latency_ms: link.kv_transfer_latency_ms,
             transfers: stats.iter().map(|r| r.handoffs).sum(),
-            mean_transfer_ms: moved.iter().map(|&b| time(b)).sum::<f64>() / nm,
-            max_transfer_ms: moved.iter().map(|&b| time(b)).fold(0.0, f64::max),
-            mean_transfer_bytes: moved.iter().sum::<f64>() / nm,
+            mean_transfer_ms: m.sum_ms / nm,
+            max_transfer_ms: m.max_ms,
+            mean_transfer_bytes: m.sum_bytes / nm,
         }
     });
     let gpu_hours = num_gpus as f64 * duration / 3600.0;
@@ -803,22 +687,21 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
     let median =
         |m: &LatencyMetric| PERCENTILES.iter().position(|&q| q == 50.0).map_or(f64::NAN, |i| m.dist.percentiles[i]);
     let wait50 = (median(&metrics.preprocess) + median(&metrics.queue)) / 1e3;
-    backlog.time_scale(sojourn / done.max(1) as f64, median(&metrics.e2el) / 1e3, wait50);
+    backlog.time_scale(tally.sojourn / tally.done.max(1) as f64, median(&metrics.e2el) / 1e3, wait50);
     let stability = assess(&backlog, workload.offline);
     let stable = stability.stable();
-    let littles_law = littles_law(&out.records, out.run_end, out.in_system_area);
-    let last_arrival = out.records.last().map_or(0.0, |r| r.arrival);
+    let littles_law = littles_law(tally.count, tally.sojourn, out.run_end, out.in_system_area);
+    let last_arrival = tally.last_arrival;
     let workload_summary = WorkloadSummary {
         process: workload.process.clone(),
         offered_rate: workload.offered_rate,
         offered_rate_unit: if workload.sessions.is_some() { "sessions".into() } else { "requests".into() },
-        observed_arrival_rate: (out.records.len() > 1 && last_arrival > 0.0)
-            .then(|| out.records.len() as f64 / last_arrival),
+        observed_arrival_rate: (tally.count > 1 && last_arrival > 0.0).then(|| tally.count as f64 / last_arrival),
         users: workload.closed_loop.as_ref().map(|c| c.0),
         trace: workload.trace.as_ref().map(|t| t.file.clone()),
         skipped_rows: workload.skipped_rows,
         first_skipped_row: workload.first_skipped.clone(),
-        sessions: sessions.len() as u64,
+        sessions: tally.sessions(),
     };
     Summary {
         servesim_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -829,13 +712,14 @@ pub fn summarize(setup: &Setup, seed: u64, out: &SimOutput) -> Summary {
         gpu: setup.pools.iter().map(|p| p.gpu.name.as_str()).collect::<Vec<_>>().join(" + "),
         tp: setup.common(|p| p.tp),
         replicas: out.replicas.len() as u32,
-        num_requests: out.records.len() as u64,
+        num_requests: tally.count,
         warmup_s: warmup,
         duration,
         simulated_time_s: out.end_time,
         output_throughput_per_gpu: out_tok as f64 / duration / num_gpus as f64,
         metrics,
         itl_percentile_relative_error: hist::RELATIVE_ERROR,
+        latency_percentile_relative_error: percentile_error,
         classes,
         workload: workload_summary,
         utilisation,
@@ -862,23 +746,11 @@ pub fn slo_checks(slo: &SloConfig, r: &RequestRecord) -> [bool; 3] {
     ]
 }
 
-/// When a request left the system: its last token, or for a refused request
-/// its arrival (its client's timeout, for one that gave up); infinite while
-/// it is still in.
-fn departure(r: &RequestRecord, max_wait: f64) -> f64 {
-    match r.status {
-        Status::Completed => r.last_token,
-        Status::Rejected(RejectReason::TimedOut) => r.arrival + max_wait,
-        Status::Rejected(_) => r.arrival,
-        Status::InFlight => f64::INFINITY,
-    }
-}
-
 /// Little's law over the whole run.
-pub fn littles_law(records: &[RequestRecord], end: f64, area: f64) -> LittlesLaw {
-    let n = records.len() as f64;
-    let sojourn: f64 =
-        records.iter().map(|r| if r.status == Status::Completed { r.last_token - r.arrival } else { 0.0 }).sum();
+/// `n` requests arrived over `[0, end]`, the completed ones spent `sojourn`
+/// seconds in the system in all, and ∫ requests in the system dt is `area`.
+pub fn littles_law(n: u64, sojourn: f64, end: f64, area: f64) -> LittlesLaw {
+    let n = n as f64;
     let l = area / end;
     let lambda = n / end;
     let w = sojourn / n;

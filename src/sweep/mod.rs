@@ -16,7 +16,7 @@ use crate::config::{LoadedScenario, SweepMode, parse_value};
 use crate::error::{ConfigError, Error, Result, at};
 use crate::metrics::Summary;
 use crate::workload::stream_seed;
-use crate::{Catalog, resolve, run_setup};
+use crate::{Catalog, resolve, run_lean};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
@@ -329,7 +329,7 @@ pub fn run_point(
     let mut worst = Verdict::NotApplicable;
     for rep in 0..reps {
         let seed = point_seed(setup.scenario.seed, index, rep);
-        let r = run_setup(&setup, seed);
+        let r = run_lean(&setup, seed);
         if let Err(e) = r.check_complete() {
             res.error = Some(e.to_string());
             return res;
@@ -344,7 +344,7 @@ pub fn run_point(
         }
         let flat = flatten(&r.summary);
         if let Some(b) = &baseline {
-            let fb = flatten(&run_setup(b, seed).summary);
+            let fb = flatten(&run_lean(b, seed).summary);
             for (k, name) in HEADLINE.iter().enumerate() {
                 let get = |f: &[(String, f64)]| f.iter().find(|m| m.0 == *name).map_or(f64::NAN, |m| m.1);
                 diffs[k].push(get(&flat) - get(&fb));

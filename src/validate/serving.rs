@@ -11,7 +11,7 @@ pub fn simulate(catalog: &Catalog, name: &str, text: &str) -> crate::Result<crat
     let cat = std::sync::Arc::new(catalog.clone());
     let loaded = crate::config::load_scenario_str_with(text, std::path::Path::new(name), &[], &cat)?;
     let setup = crate::resolve(&loaded.scenario, catalog)?;
-    Ok(crate::run_setup(&setup, loaded.scenario.seed).summary)
+    Ok(crate::run_lean(&setup, loaded.scenario.seed).summary)
 }
 
 /// TensorRT-LLM v0.13's `trtllm-bench build` heuristic (tensorrt_llm/bench/build/tuning.py):

@@ -9,7 +9,7 @@ use servesim::sim::{simulate, simulate_without_fast_path};
 fn same(text: &str, sets: &[&str]) {
     let s = setup(text, sets);
     let seed = s.scenario.seed;
-    let (a, b) = (simulate(&s, seed), simulate_without_fast_path(&s, seed));
+    let (mut a, mut b) = (simulate(&s, seed), simulate_without_fast_path(&s, seed));
     assert_eq!(a.records.len(), b.records.len());
     for (i, (x, y)) in a.records.iter().zip(&b.records).enumerate() {
         let bits = |r: &servesim::metrics::RequestRecord| {
@@ -18,7 +18,7 @@ fn same(text: &str, sets: &[&str]) {
         assert_eq!(bits(x), bits(y), "{sets:?}: request {i} differs");
         assert_eq!((x.generated, x.preemptions, x.replica), (y.generated, y.preemptions, y.replica));
     }
-    let (sa, sb) = (summarize(&s, seed, &a), summarize(&s, seed, &b));
+    let (sa, sb) = (summarize(&s, seed, &mut a), summarize(&s, seed, &mut b));
     assert_eq!(serde_json::to_string(&sa).unwrap(), serde_json::to_string(&sb).unwrap(), "{sets:?}: summaries differ");
     assert_eq!(a.timeline, b.timeline);
     assert_eq!(a.end_time.to_bits(), b.end_time.to_bits());

@@ -22,6 +22,7 @@ mod report_browser;
 mod schema;
 mod speculative;
 mod stability;
+mod streaming;
 mod sweep;
 mod trace;
 mod validation;

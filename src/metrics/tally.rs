@@ -1,0 +1,422 @@
+//! The running account of a run's finished requests: everything the
+//! [`Summary`](super::Summary) needs of them, gathered one request at a time
+//! as requests leave the simulation, so that no record has to be kept.
+//!
+//! Requests are added in id (= arrival) order, whatever order they finish
+//! in, so sums are taken in the same order on every run. Up to
+//! [`EXACT_LIMIT`] requests, every value is kept and the summary is exact
+//! (percentiles as numpy's "linear" method). Past it, the latency columns
+//! move into log histograms (percentiles within
+//! [`hist::RELATIVE_ERROR`] of the exact ones; mean, min and max exact) and
+//! the backlog behind the stability verdict onto a fine time grid
+//! ([`FineBacklog`]): memory then stays flat however long the run.
+
+use super::hist::{self, LogHistogram};
+use super::stability::{Backlog, FineBacklog};
+use super::stats::Distribution;
+use super::{RejectReason, RequestRecord, Status};
+use crate::Setup;
+use crate::config::SloConfig;
+use std::collections::{BTreeMap, HashSet};
+
+/// Runs of up to this many requests are summarised exactly; longer runs
+/// from histograms and a fine time grid (see the module docs).
+pub const EXACT_LIMIT: u64 = 1_000_000;
+
+/// One latency column: every value while exact, then a histogram.
+#[derive(Debug, Clone)]
+pub(crate) enum Column {
+    Exact(Vec<f64>),
+    Sketch(Box<LogHistogram>),
+}
+
+impl Default for Column {
+    fn default() -> Self {
+        Column::Exact(Vec::new())
+    }
+}
+
+impl Column {
+    fn push(&mut self, x: f64) {
+        match self {
+            Column::Exact(v) => v.push(x),
+            Column::Sketch(h) => h.add(x, 1),
+        }
+    }
+
+    /// Moves the values into a histogram.
+    fn sketch(&mut self) {
+        if let Column::Exact(v) = self {
+            let mut h = LogHistogram::new();
+            for &x in v.iter() {
+                h.add(x, 1);
+            }
+            *self = Column::Sketch(Box::new(h));
+        }
+    }
+
+    fn append(&mut self, o: &Column) {
+        match (&mut *self, o) {
+            (Column::Exact(a), Column::Exact(b)) => a.extend_from_slice(b),
+            (Column::Sketch(a), Column::Sketch(b)) => a.merge(b),
+            (_, other) => {
+                let mut b = other.clone();
+                b.sketch();
+                self.sketch();
+                self.append(&b);
+            }
+        }
+    }
+
+    /// The distribution, in milliseconds.
+    pub(crate) fn describe_ms(self) -> Distribution {
+        match self {
+            Column::Exact(mut v) => {
+                for x in &mut v {
+                    *x *= 1e3;
+                }
+                Distribution::of(&mut v)
+            }
+            Column::Sketch(h) => histogram_ms(&h),
+        }
+    }
+}
+
+/// The distribution of a histogram of seconds, in milliseconds.
+pub(crate) fn histogram_ms(h: &LogHistogram) -> Distribution {
+    let mut d = Distribution::of_histogram(h);
+    for x in d.percentiles.iter_mut().chain([&mut d.mean, &mut d.std, &mut d.min, &mut d.max]) {
+        *x *= 1e3;
+    }
+    d
+}
+
+/// Per-request observations of one group of measured requests.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Columns {
+    /// ttft, tpot, e2el, queue, preprocess, norm_e2el (seconds).
+    pub cols: [Column; 6],
+    pub failures: BTreeMap<String, u64>,
+    pub measured: u64,
+    pub completed: u64,
+    pub clipped: u64,
+    pub in_tok: u64,
+    pub out_tok: u64,
+    pub good: u64,
+    /// Requests meeting [TTFT, TPOT, E2E], and requests subject to each objective.
+    pub ok: [u64; 3],
+    pub subject: [u64; 3],
+    pub with_slo: u64,
+}
+
+impl Columns {
+    fn add(&mut self, r: &RequestRecord, slo: Option<&SloConfig>) {
+        self.measured += 1;
+        self.clipped += r.clipped as u64;
+        if let Some(x) = slo {
+            self.with_slo += 1;
+            for (k, o) in [x.ttft_ms, x.tpot_ms, x.e2e_ms].iter().enumerate() {
+                self.subject[k] += o.is_some() as u64;
+            }
+        }
+        match r.status {
+            Status::Rejected(why) => *self.failures.entry(why.as_str().to_string()).or_default() += 1,
+            Status::InFlight => *self.failures.entry("unfinished".to_string()).or_default() += 1,
+            Status::Completed => {
+                self.completed += 1;
+                self.in_tok += r.prompt as u64;
+                self.out_tok += r.output as u64;
+                let tpot = r.tpot();
+                self.cols[0].push(r.ttft());
+                if !tpot.is_nan() {
+                    self.cols[1].push(tpot);
+                }
+                self.cols[2].push(r.e2e());
+                self.cols[3].push(r.queue_delay());
+                self.cols[4].push(r.preprocess());
+                if r.output > 0 {
+                    self.cols[5].push(r.normalized_latency());
+                }
+                if let Some(slo) = slo {
+                    let checks = super::slo_checks(slo, r);
+                    for (k, (c, o)) in checks.iter().zip([slo.ttft_ms, slo.tpot_ms, slo.e2e_ms]).enumerate() {
+                        self.ok[k] += (*c && o.is_some()) as u64;
+                    }
+                    self.good += checks.iter().all(|&c| c) as u64;
+                }
+            }
+        }
+    }
+
+    pub(crate) fn append(&mut self, o: &Columns) {
+        for (a, b) in self.cols.iter_mut().zip(&o.cols) {
+            a.append(b);
+        }
+        for (k, v) in &o.failures {
+            *self.failures.entry(k.clone()).or_default() += v;
+        }
+        self.measured += o.measured;
+        self.completed += o.completed;
+        self.clipped += o.clipped;
+        self.in_tok += o.in_tok;
+        self.out_tok += o.out_tok;
+        self.good += o.good;
+        self.with_slo += o.with_slo;
+        for k in 0..3 {
+            self.ok[k] += o.ok[k];
+            self.subject[k] += o.subject[k];
+        }
+    }
+}
+
+/// What the stability verdict's backlog needs of one request.
+#[derive(Debug, Clone, Copy)]
+struct Passage {
+    arrival: f64,
+    /// When it left the queue: its first step, or its departure if it never had one.
+    left: f64,
+    /// Queueing delay if it completed and is measured, else NaN.
+    delay: f64,
+    measured: bool,
+    shed: bool,
+}
+
+/// The backlog's inputs: every passage while exact, then a fine grid.
+#[derive(Debug, Clone)]
+enum Flow {
+    Exact(Vec<Passage>),
+    Sketch(Box<FineBacklog>),
+}
+
+/// Distinct sessions: a bit per id below 2^27, a set above.
+#[derive(Debug, Clone, Default)]
+struct Sessions {
+    bits: Vec<u64>,
+    rest: HashSet<u32>,
+    n: u64,
+}
+
+impl Sessions {
+    fn insert(&mut self, s: u32) {
+        let fresh = if s < 1 << 27 {
+            let (w, b) = (s as usize / 64, 1u64 << (s % 64));
+            if w >= self.bits.len() {
+                self.bits.resize(w + 1, 0);
+            }
+            let fresh = self.bits[w] & b == 0;
+            self.bits[w] |= b;
+            fresh
+        } else {
+            self.rest.insert(s)
+        };
+        self.n += fresh as u64;
+    }
+}
+
+/// KV moved between prefill and decode pools (disaggregation).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Moved {
+    /// KV bytes per prompt token, link bandwidth (GB/s) and latency (ms).
+    per_token: f64,
+    gbps: f64,
+    latency_ms: f64,
+    pub n: u64,
+    pub sum_ms: f64,
+    pub max_ms: f64,
+    pub sum_bytes: f64,
+}
+
+/// The running account of a run's finished requests (see the module docs).
+#[derive(Debug, Clone)]
+pub struct Tally {
+    /// Requests summarised exactly ([`EXACT_LIMIT`]).
+    limit: u64,
+    warmup: f64,
+    max_wait: f64,
+    slos: Vec<Option<SloConfig>>,
+    pub(crate) groups: Vec<Columns>,
+    flow: Flow,
+    /// Measured arrival span so far.
+    span: (f64, f64),
+    /// Σ time in system and count over completed requests (whole run).
+    pub(crate) sojourn: f64,
+    pub(crate) done: u64,
+    /// Requests added, and the arrival of the last.
+    pub(crate) count: u64,
+    pub(crate) last_arrival: f64,
+    sessions: Sessions,
+    pub(crate) moved: Option<Moved>,
+}
+
+impl Tally {
+    /// An empty account for runs of `setup`.
+    pub fn new(setup: &Setup) -> Self {
+        Self::with_exact_limit(setup, EXACT_LIMIT)
+    }
+
+    /// The same, exact up to `limit` requests instead of [`EXACT_LIMIT`]
+    /// (for tests and studies of the approximation).
+    pub fn with_exact_limit(setup: &Setup, limit: u64) -> Self {
+        let s = &setup.scenario;
+        let split = setup.pools.iter().any(|p| p.role == crate::config::PoolRole::Prefill);
+        let moved = split.then(|| {
+            let link = s.disaggregation.clone().unwrap_or_default();
+            let l = &setup.llm;
+            Moved {
+                per_token: l.kv_bytes_per_token(l.num_layers as f64, 1.0, s.kv_dtype().bytes()),
+                gbps: link.kv_transfer_gbps,
+                latency_ms: link.kv_transfer_latency_ms,
+                ..Moved::default()
+            }
+        });
+        Tally {
+            limit,
+            warmup: s.warmup_s,
+            max_wait: s.engine.max_wait_s.unwrap_or(0.0),
+            slos: setup.workload.classes.iter().map(|c| c.slo.clone()).collect(),
+            groups: vec![Columns::default(); setup.workload.classes.len()],
+            flow: Flow::Exact(Vec::new()),
+            span: (f64::INFINITY, f64::NEG_INFINITY),
+            sojourn: 0.0,
+            done: 0,
+            count: 0,
+            last_arrival: 0.0,
+            sessions: Sessions::default(),
+            moved,
+        }
+    }
+
+    /// Whether the summary is exact (at most its limit of requests so far).
+    pub fn exact(&self) -> bool {
+        matches!(self.flow, Flow::Exact(_))
+    }
+
+    /// Requests added.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Arrival of the last request added, s (0 before any).
+    pub fn last_arrival(&self) -> f64 {
+        self.last_arrival
+    }
+
+    /// Adds the next request (by id) that has left the simulation, or that
+    /// was still in it when the run ended.
+    pub fn add(&mut self, r: &RequestRecord) {
+        self.count += 1;
+        self.last_arrival = r.arrival;
+        // The backlog is the queue: a request is in it from its arrival to
+        // the start of its first step (or its refusal).
+        let left = if r.first_scheduled.is_nan() { self.departure(r) } else { r.first_scheduled };
+        if r.status == Status::Completed {
+            self.sojourn += r.e2e();
+            self.done += 1;
+        }
+        let measured = r.arrival >= self.warmup;
+        let mut passage = Passage { arrival: r.arrival, left, delay: f64::NAN, measured, shed: false };
+        if measured {
+            let c = r.class as usize;
+            self.groups[c].add(r, self.slos[c].as_ref());
+            if r.session != u32::MAX {
+                self.sessions.insert(r.session);
+            }
+            passage.shed = matches!(
+                r.status,
+                Status::Rejected(RejectReason::QueueFull | RejectReason::TimedOut | RejectReason::RateLimited)
+            );
+            if r.status == Status::Completed {
+                passage.delay = r.queue_delay();
+            }
+            self.span = (self.span.0.min(r.arrival), self.span.1.max(r.arrival));
+            // Requests that reached a decode pool: the KV of all but their prompt's
+            // last token crossed the link (the decode side recomputes that one).
+            if let Some(m) = &mut self.moved
+                && r.output > 1
+                && r.generated > 1
+            {
+                let bytes = m.per_token * r.prompt.saturating_sub(1) as f64;
+                let ms = (bytes / (m.gbps * 1e9) + m.latency_ms * 1e-3) * 1e3;
+                m.n += 1;
+                m.sum_ms += ms;
+                m.max_ms = m.max_ms.max(ms);
+                m.sum_bytes += bytes;
+            }
+        }
+        match &mut self.flow {
+            Flow::Exact(v) => {
+                v.push(passage);
+                if self.count > self.limit {
+                    self.go_sketch();
+                }
+            }
+            Flow::Sketch(f) => pass(f, &passage),
+        }
+    }
+
+    /// When a request left the system: its last token, or for a refused
+    /// request its arrival (its client's timeout, for one that gave up);
+    /// infinite while it is still in.
+    fn departure(&self, r: &RequestRecord) -> f64 {
+        match r.status {
+            Status::Completed => r.last_token,
+            Status::Rejected(RejectReason::TimedOut) => r.arrival + self.max_wait,
+            Status::Rejected(_) => r.arrival,
+            Status::InFlight => f64::INFINITY,
+        }
+    }
+
+    /// Past [`EXACT_LIMIT`]: histograms and the fine grid from here on.
+    fn go_sketch(&mut self) {
+        for g in &mut self.groups {
+            for c in &mut g.cols {
+                c.sketch();
+            }
+        }
+        if let Flow::Exact(v) = std::mem::replace(&mut self.flow, Flow::Exact(Vec::new())) {
+            // The grid starts at the first measured arrival (at the warm-up's
+            // end if none came yet), so that no fine cell straddles it.
+            let origin = if self.span.0.is_finite() { self.span.0 } else { self.warmup.max(0.0) };
+            let mut f = Box::new(FineBacklog::new(origin));
+            for p in &v {
+                pass(&mut f, p);
+            }
+            self.flow = Flow::Sketch(f);
+        }
+    }
+
+    /// Distinct measured sessions.
+    pub(crate) fn sessions(&self) -> u64 {
+        self.sessions.n
+    }
+
+    /// The backlog over the measured arrival span.
+    pub(crate) fn backlog(&mut self) -> Backlog {
+        let span = if self.span.0.is_finite() { self.span } else { (0.0, 0.0) };
+        match std::mem::replace(&mut self.flow, Flow::Exact(Vec::new())) {
+            Flow::Exact(v) => {
+                let mut b = Backlog::new(span.0, span.1);
+                for p in &v {
+                    b.add(p.arrival, p.left);
+                }
+                for p in v.iter().filter(|p| p.measured) {
+                    b.measure(p.arrival, p.shed, p.delay);
+                }
+                b
+            }
+            Flow::Sketch(f) => f.into_backlog(span.0, span.1),
+        }
+    }
+
+    /// The relative error bound of the summary's latency percentiles: 0 when exact.
+    pub fn percentile_error(&self) -> f64 {
+        if self.exact() { 0.0 } else { hist::RELATIVE_ERROR }
+    }
+}
+
+fn pass(f: &mut FineBacklog, p: &Passage) {
+    f.add(p.arrival, p.left);
+    if p.measured {
+        f.measure(p.arrival, p.shed, p.delay);
+    }
+}
