@@ -59,15 +59,31 @@ fn summary(scenario: &str, sets: &[&str]) -> Value {
     serde_json::to_value(servesim::run_setup(&setup, s.seed).summary).unwrap()
 }
 
+/// The value at `path` (a number indexes an array).
 fn at<'a>(v: &'a Value, path: &[&str]) -> &'a Value {
-    path.iter().fold(v, |v, k| &v[*k])
+    path.iter().fold(v, |v, k| match (v, k.parse::<usize>()) {
+        (Value::Array(_), Ok(i)) => &v[i],
+        _ => &v[*k],
+    })
 }
 
 fn check(claims: &[Claim]) {
+    check_against(claims, |c| header(c.scenario), "header")
+}
+
+/// Claims the README makes about a shipped scenario's runs.
+fn check_readme(claims: &[Claim]) {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    // Joined into one line, as quotes may span line breaks.
+    let text = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    check_against(claims, |_| text.clone(), "README")
+}
+
+fn check_against(claims: &[Claim], text: impl Fn(&Claim) -> String, source: &str) {
     let mut wrong = Vec::new();
     for c in claims {
-        let h = header(c.scenario);
-        assert!(h.contains(c.quote), "{}: the header no longer says {:?}", c.scenario, c.quote);
+        let h = text(c);
+        assert!(h.contains(c.quote), "{}: the {source} no longer says {:?}", c.scenario, c.quote);
         let s = summary(c.scenario, c.sets);
         for is in c.is {
             match is {
@@ -87,7 +103,7 @@ fn check(claims: &[Claim]) {
             }
         }
     }
-    assert!(wrong.is_empty(), "scenario headers disagree with the runs:\n{}", wrong.join("\n"));
+    assert!(wrong.is_empty(), "the {source} disagrees with the runs:\n{}", wrong.join("\n"));
 }
 
 #[test]
@@ -374,4 +390,311 @@ fn batch_overload_and_classes() {
             is: &[About(SLO, 1.0, 0.0)],
         },
     ]);
+}
+
+/// The run's report, every record kept.
+fn report(scenario: &str, sets: &[&str]) -> servesim::Report {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let loaded = load_scenario(&root().join("scenarios").join(format!("{scenario}.toml")), &sets).unwrap();
+    let setup = servesim::resolve(&loaded.scenario, &Catalog::builtin().unwrap()).unwrap();
+    servesim::run_setup(&setup, loaded.scenario.seed)
+}
+
+/// `servesim sweep` of a shipped scenario: sweep.csv's rows as column → value.
+fn sweep(scenario: &str) -> Vec<std::collections::HashMap<String, String>> {
+    let dir = tempfile::tempdir().unwrap();
+    let file = root().join("scenarios").join(format!("{scenario}.toml"));
+    let out = dir.path().join("out");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_servesim"))
+        .args(["sweep", &file.display().to_string(), "-q", "--out", &out.display().to_string()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
+    let mut lines = text.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    lines.map(|l| head.iter().map(|h| h.to_string()).zip(l.split(',').map(str::to_string)).collect()).collect()
+}
+
+fn num(row: &std::collections::HashMap<String, String>, key: &str) -> f64 {
+    row.get(key).and_then(|v| v.parse().ok()).unwrap_or(f64::NAN)
+}
+
+/// numpy's linear percentile of `v`.
+fn pct(mut v: Vec<f64>, p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    servesim::metrics::stats::percentile_sorted(&v, p)
+}
+
+fn near(got: f64, want: f64, rel: f64, what: &str) {
+    assert!((got - want).abs() <= rel * want.abs(), "{what}: {got}, the text says {want}");
+}
+
+#[test]
+fn closed_loop_concurrency() {
+    let h = header("closed-loop-concurrency");
+    for q in [
+        "32 users give 9.7 req/s at TPOT p50 8.8 ms, 256 give ~23 req/s at 37 ms",
+        "at 512, TTFT p50 ≈ 10 s for no extra throughput",
+    ] {
+        assert!(h.contains(q), "the header no longer says {q:?}");
+    }
+    let rows = sweep("closed-loop-concurrency");
+    let at = |users: &str| rows.iter().find(|r| r["workload.closed_loop.users"] == users).unwrap();
+    near(num(at("32"), "request_throughput"), 9.7, 0.01, "32 users: req/s");
+    near(num(at("32"), "median_tpot_ms"), 8.8, 0.01, "32 users: TPOT p50");
+    near(num(at("256"), "request_throughput"), 23.0, 0.03, "256 users: req/s");
+    near(num(at("256"), "median_tpot_ms"), 37.0, 0.03, "256 users: TPOT p50");
+    near(num(at("512"), "median_ttft_ms"), 10_000.0, 0.05, "512 users: TTFT p50");
+    // "for no extra throughput": 512 users carry no more than 256.
+    assert!(num(at("512"), "request_throughput") <= num(at("256"), "request_throughput"));
+}
+
+#[test]
+fn diurnal_day() {
+    let h = header("diurnal-day");
+    for q in [
+        "(~430,000 requests",
+        "The mean uses 60% of this replica, the 14:00 peak 95%",
+        "hourly p99 TTFT rises from ~0.4 s at night to ~0.85 s",
+        "peaks at 9.5 req/s: the afternoon queue builds for hours (p99 TTFT ~225 s), yet the verdict stays \"stable\": \
+         the peak exceeds capacity by only ~3% of arrivals",
+        "which sustains ~8.4 req/s",
+    ] {
+        assert!(h.contains(q), "the header no longer says {q:?}");
+    }
+    // Hourly p99 TTFT of completed requests, by hour of arrival.
+    let hourly = |rep: &servesim::Report| -> Vec<f64> {
+        let mut by_hour = vec![Vec::new(); 24];
+        for r in rep.output.records.iter().filter(|r| r.status == servesim::metrics::Status::Completed) {
+            by_hour[((r.arrival / 3600.0) as usize).min(23)].push(r.ttft() * 1e3);
+        }
+        by_hour.into_iter().map(|v| pct(v, 99.0)).collect()
+    };
+    let day = report("diurnal-day", &[]);
+    near(day.summary.num_requests as f64, 430_000.0, 0.01, "requests");
+    let p = hourly(&day);
+    let (low, high) = (p.iter().copied().fold(f64::INFINITY, f64::min), p.iter().copied().fold(0.0, f64::max));
+    near(low, 400.0, 0.08, "lowest hourly p99 TTFT");
+    near(high, 850.0, 0.03, "highest hourly p99 TTFT");
+    assert!(p[2] < 450.0 && (p[13] > 800.0 || p[14] > 800.0), "night and 14:00: {p:?}");
+    // The mean (5 req/s) and peak (8) against the stated capacity (8.4 req/s).
+    let cap = 8.4;
+    near(5.0 / cap, 0.60, 0.01, "mean load");
+    near(8.0 / cap, 0.95, 0.01, "peak load");
+    let peak = report("diurnal-day", &["workload.diurnal.amplitude=4.5"]);
+    assert_eq!(peak.summary.stability.verdict, "stable", "{}", peak.summary.stability.explanation);
+    near(peak.summary.metrics.ttft.dist.percentiles[3], 225_000.0, 0.03, "p99 TTFT at amplitude 4.5");
+    let p = hourly(&peak);
+    assert!(p.iter().filter(|&&x| x > 10_000.0).count() >= 3, "the queue builds for hours: {p:?}");
+    // Arrivals above capacity, over the day: ∫(5 + 4.5 sin − 8.4)⁺ ÷ ∫ rate.
+    let (mut over, mut all) = (0.0, 0.0);
+    for i in 0..86_400 {
+        let rate = 5.0 + 4.5 * (2.0 * std::f64::consts::PI * i as f64 / 86_400.0).sin();
+        over += (rate - cap).max(0.0);
+        all += rate;
+    }
+    near(over / all, 0.03, 0.15, "arrivals above capacity");
+}
+
+#[test]
+fn multi_turn_chat() {
+    let h = header("multi-turn-chat");
+    for q in [
+        "91% of all prompt tokens repeat the previous turn",
+        "median TTFT 21 ms at turn 1, 107 ms at turn 12",
+        "88% of prompt tokens are found in the cache and the median TTFT stays ~12 ms at every turn after the first",
+        "`--set 'workload.sessions.turns={dist=\"uniform\",min=10,max=30}'` overloads the GPU",
+    ] {
+        assert!(h.contains(q), "the header no longer says {q:?}");
+    }
+    // Median TTFT of measured completed requests by turn (a session's k-th request).
+    let by_turn = |rep: &servesim::Report| -> Vec<f64> {
+        let mut seen = std::collections::HashMap::new();
+        let mut turns: Vec<Vec<f64>> = vec![Vec::new(); 13];
+        for r in &rep.output.records {
+            let k = seen.entry(r.session).or_insert(0usize);
+            *k += 1;
+            if r.status == servesim::metrics::Status::Completed && r.arrival >= rep.setup.scenario.warmup_s && *k <= 12
+            {
+                turns[*k].push(r.ttft() * 1e3);
+            }
+        }
+        turns.into_iter().map(|v| pct(v, 50.0)).collect()
+    };
+    let plain = report("multi-turn-chat", &[]);
+    let recs = &plain.output.records;
+    let shared = recs.iter().map(|r| r.prefix as f64).sum::<f64>() / recs.iter().map(|r| r.prompt as f64).sum::<f64>();
+    near(shared, 0.91, 0.01, "prompt tokens repeating the previous turn");
+    let t = by_turn(&plain);
+    near(t[1], 21.0, 0.03, "median TTFT at turn 1");
+    near(t[12], 107.0, 0.01, "median TTFT at turn 12");
+    let cached = report("multi-turn-chat", &["engine.prefix_caching=true"]);
+    near(cached.summary.kv_cache.prefix_hit_rate.unwrap(), 0.88, 0.01, "prefix hit rate");
+    for (k, x) in by_turn(&cached).iter().enumerate().skip(2) {
+        near(*x, 12.0, 0.06, &format!("cached median TTFT at turn {k}"));
+    }
+    let long = report("multi-turn-chat", &["workload.sessions.turns={dist=\"uniform\",min=10,max=30}"]);
+    assert_eq!(long.summary.stability.verdict, "overloaded", "{}", long.summary.stability.explanation);
+}
+
+#[test]
+fn router_sweep_ranking() {
+    let h = header("what-if-router");
+    let quote = "least-tokens 254 ms, least-outstanding 379, round-robin 383, central-queue 389, power-of-two 429, \
+                 random 484, and least-kv 718";
+    assert!(h.contains(quote), "the header no longer says {quote:?}");
+    let rows = sweep("what-if-router");
+    for (router, want) in [
+        ("least-tokens", 254.0),
+        ("least-outstanding", 379.0),
+        ("round-robin", 383.0),
+        ("central-queue", 389.0),
+        ("power-of-two", 429.0),
+        ("random", 484.0),
+        ("least-kv", 718.0),
+    ] {
+        let row = rows.iter().find(|r| r["hardware.router"] == router).unwrap();
+        near(num(row, "p99_ttft_ms"), want, 0.003, &format!("{router}: p99 TTFT"));
+    }
+}
+
+#[test]
+fn chunked_prefill_no_chunking_and_offline() {
+    let h = header("what-if-chunked-prefill");
+    assert!(h.contains("Expect chunked prefill to cut the ITL/TPOT tail (no decode stalls behind whole prompts) at the price of a somewhat later first token"));
+    let (on, off) = (summary("what-if-chunked-prefill", &[]), summary("what-if-chunked-prefill", &["baseline"]));
+    let get = |v: &Value, k: &str| v[k].as_f64().unwrap();
+    for k in ["p99_itl_ms", "max_itl_ms", "p99_tpot_ms"] {
+        assert!(get(&on, k) < get(&off, k), "{k}: chunked {} against {}", get(&on, k), get(&off, k));
+    }
+    assert!(get(&on, "median_ttft_ms") > get(&off, "median_ttft_ms"), "a later first token");
+    let h = header("no-chunked-prefill");
+    assert!(h.contains("a long ITL tail (p99, max) and worse TPOT than quickstart.toml"));
+    let (v0, quick) = (summary("no-chunked-prefill", &[]), summary("quickstart", &[]));
+    for k in ["p99_itl_ms", "max_itl_ms", "median_tpot_ms", "p99_tpot_ms"] {
+        assert!(get(&v0, k) > get(&quick, k), "{k}: {} against quickstart's {}", get(&v0, k), get(&quick, k));
+    }
+    assert!(header("offline-batch").contains("Stability does not apply."));
+    assert_eq!(summary("offline-batch", &[])["stability"]["verdict"], "not_applicable");
+}
+
+#[test]
+fn readme_speculative_and_disaggregation() {
+    const TPOT50: &[&str] = &["median_tpot_ms"];
+    const TPOT99: &[&str] = &["p99_tpot_ms"];
+    const TTFT50: &[&str] = &["median_ttft_ms"];
+    const ITL50: &[&str] = &["median_itl_ms"];
+    const E2E50: &[&str] = &["median_e2el_ms"];
+    const OUT: &[&str] = &["output_throughput"];
+    check_readme(&[
+        Claim {
+            scenario: "what-if-speculative",
+            sets: &[],
+            quote: "At 1 req/s (`servesim run`) median TPOT falls from 24.8 to 17.5 ms and p99 TPOT from 27.2 to 20.7 ms, \
+                    median E2E from 6.1 to 4.4 s, while median TTFT rises from 77 to 118 ms (p99 290 → 369 ms",
+            is: &[
+                About(TPOT50, 17.5, 0.003),
+                About(TPOT99, 20.7, 0.003),
+                About(E2E50, 4400.0, 0.01),
+                About(TTFT50, 118.0, 0.003),
+                About(P99_TTFT, 369.0, 0.002),
+                About(ITL50, 45.2, 0.002),
+                About(P99_ITL, 138.8, 0.001),
+                About(OUT, 300.0, 0.002),
+                About(&["speculative", "tokens_per_step"], 2.75, 0.002),
+            ],
+        },
+        Claim {
+            scenario: "what-if-speculative",
+            sets: &["baseline"],
+            quote: "median ITL from 23.5 to 45.2 ms (p99 76.7 → 138.8 ms: each gap now carries 2.75 tokens). Output \
+                    throughput equals the offered load either way (300 vs 290 tok/s",
+            is: &[
+                About(TPOT50, 24.8, 0.003),
+                About(TPOT99, 27.2, 0.002),
+                About(E2E50, 6100.0, 0.01),
+                About(TTFT50, 77.0, 0.01),
+                About(P99_TTFT, 290.0, 0.002),
+                About(ITL50, 23.5, 0.002),
+                About(P99_ITL, 76.7, 0.001),
+                About(OUT, 290.0, 0.002),
+            ],
+        },
+        Claim {
+            scenario: "what-if-disaggregation",
+            sets: &[],
+            quote: "| median / p99 TTFT (ms) | 71.3 / 232.2 | 48.6 / 152.4 | | median / p99 TPOT (ms) | 8.75 / 10.42 | \
+                    9.72 / 13.34 | | median / p99 ITL (ms) | 8.75 / 10.55 | 7.62 / 67.62 | | SLO met (TTFT 500 ms, TPOT \
+                    12 ms) | 100 % | 95.2 % |",
+            is: &[
+                About(TTFT50, 71.3, 0.001),
+                About(P99_TTFT, 232.2, 0.001),
+                About(TPOT50, 8.75, 0.001),
+                About(TPOT99, 10.42, 0.001),
+                About(ITL50, 8.75, 0.001),
+                About(P99_ITL, 10.55, 0.001),
+                About(SLO, 1.0, 0.0),
+                About(&["pools", "0", "mfu"], 0.329, 0.002),
+                About(&["pools", "0", "mbu"], 0.075, 0.007),
+                About(&["pools", "1", "mfu"], 0.040, 0.013),
+                About(&["pools", "1", "mbu"], 0.753, 0.001),
+                About(&["pools", "0", "gpu_busy_fraction"], 0.478, 0.002),
+                About(&["pools", "1", "gpu_busy_fraction"], 0.999, 0.001),
+                About(&["disaggregation", "mean_transfer_ms"], 6.95, 0.001),
+                About(&["disaggregation", "max_transfer_ms"], 29.8, 0.002),
+                About(&["disaggregation", "mean_transfer_bytes"], 297e6, 0.002),
+                About(OUT, 4859.0, 0.0002),
+            ],
+        },
+        Claim {
+            scenario: "what-if-disaggregation",
+            sets: &["baseline"],
+            quote: "| MFU / MBU (%) | prefill 32.9 / 7.5, decode 4.0 / 75.3 | 18.5 / 60.3 | | GPU busy (%) | prefill \
+                    47.8, decode 99.9 | 99.6 |",
+            is: &[
+                About(TTFT50, 48.6, 0.001),
+                About(P99_TTFT, 152.4, 0.001),
+                About(TPOT50, 9.72, 0.001),
+                About(TPOT99, 13.34, 0.001),
+                About(ITL50, 7.62, 0.001),
+                About(P99_ITL, 67.62, 0.001),
+                About(SLO, 0.952, 0.001),
+                About(&["pools", "0", "mfu"], 0.185, 0.003),
+                About(&["pools", "0", "mbu"], 0.603, 0.001),
+                About(&["pools", "0", "gpu_busy_fraction"], 0.996, 0.001),
+                About(OUT, 4867.0, 0.0002),
+            ],
+        },
+    ]);
+}
+
+#[test]
+fn readme_speculative_sweep_table() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let start = readme.find("| rate (req/s) | median TPOT (ms) | p99 TPOT (ms) | median TTFT (ms)").expect("the table");
+    let rows = sweep("what-if-speculative");
+    let mut checked = 0;
+    for line in readme[start..].lines().skip(2).take_while(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        let row = rows.iter().find(|r| r["workload.rate"] == cells[0]).unwrap_or_else(|| panic!("rate {}", cells[0]));
+        for (cell, key, scale) in [
+            (cells[1], "median_tpot_ms", 1.0),
+            (cells[2], "p99_tpot_ms", 1.0),
+            (cells[3], "median_ttft_ms", 1.0),
+            (cells[4], "slo.attainment", 100.0),
+        ] {
+            // "speculation vs baseline"; the baseline is value − vs_baseline.<key>.
+            let (a, b) = cell.trim_end_matches(" %").split_once(" vs ").unwrap();
+            let decimals = a.split('.').nth(1).map_or(0, str::len) as i32;
+            let half = 0.5 * 10f64.powi(-decimals) + 1e-9;
+            let (spec, base) = (num(row, key), num(row, key) - num(row, &format!("vs_baseline.{key}")));
+            for (text, got) in [(a, spec), (b, base)] {
+                let want: f64 = text.parse().unwrap();
+                assert!((got * scale - want).abs() <= half, "rate {}: {key} {got} (README {want})", cells[0]);
+            }
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 6, "six rates in the README table");
 }
