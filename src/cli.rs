@@ -366,11 +366,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Plot(a) => cmd_plot(&a.dir),
-        Command::Report(a) => {
-            let p = export::write_html_report(&a.dir)?;
-            println!("report: {}", p.display());
-            Ok(())
-        }
+        Command::Report(a) => finish_report(&a.dir, true, false),
         Command::Capacity(a) => {
             let (mut loaded, _) = load(&a.s, a.seed)?;
             loaded.min_requests = a.min_requests;
@@ -424,10 +420,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             write_json(&dir.join("plan.json"), &p)?;
             print!("{}", crate::plan::format_plan(&p, &loaded.scenario.name, a.details));
             println!("results: {}", dir.join("plan.json").display());
-            if a.report {
-                println!("report: {}", export::write_html_report(&dir)?.display());
-            }
-            Ok(())
+            finish_report(&dir, a.report, false)
         }
     }
 }
@@ -575,7 +568,7 @@ fn cmd_run(a: RunArgs) -> Result<()> {
     Ok(())
 }
 
-/// Writes report.html when asked (`--report`) and says where.
+/// Writes report.html when asked (`--report`, `servesim report`) and says where.
 fn finish_report(dir: &Path, wanted: bool, quiet: bool) -> Result<()> {
     if wanted {
         let p = export::write_html_report(dir)?;

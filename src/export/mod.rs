@@ -6,7 +6,7 @@ mod html;
 mod manifest;
 mod run_data;
 mod run_folder;
-mod staging;
+pub(crate) mod staging;
 mod table;
 
 pub use self::csv::{RequestsCsv, write_requests_csv};
@@ -56,8 +56,9 @@ pub fn write_atomic(path: &Path, write: impl FnOnce(&mut dyn Write) -> std::io::
     Ok(())
 }
 
-/// Prepares an output folder: creates it, or refuses to overwrite results
-/// already in it unless `force`.
+/// Checks a run's output folder before the run: refuses a path that cannot
+/// be a folder, and results already in it unless `force`. The folder itself
+/// is created with the run's [`Staging`].
 pub fn prepare_out_dir(dir: &Path, force: bool) -> Result<PathBuf> {
     check_out_dir(dir)?;
     if !force {
@@ -68,7 +69,6 @@ pub fn prepare_out_dir(dir: &Path, force: bool) -> Result<PathBuf> {
                 .into());
         }
     }
-    create_out_dir(dir)?;
     Ok(dir.to_path_buf())
 }
 

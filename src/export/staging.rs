@@ -111,10 +111,10 @@ fn remove_stale(dir: &Path) {
     }
 }
 
-/// Whether process `pid` may still be writing `path`: it runs (Linux: its
-/// /proc entry exists), or, where that cannot be told, the file changed
-/// within the last day.
-fn alive(pid: u32, path: &Path) -> bool {
+/// Whether process `pid` may still be writing `path` (a run's temporary
+/// file, a sweep's lock): it runs (Linux: its /proc entry exists), or, where
+/// that cannot be told, the file changed within the last day.
+pub(crate) fn alive(pid: u32, path: &Path) -> bool {
     let proc = Path::new("/proc");
     if proc.join("self").exists() {
         return proc.join(pid.to_string()).exists();

@@ -150,9 +150,7 @@ impl SweepLock {
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     let holder = std::fs::read_to_string(&path).ok().and_then(|s| s.trim().parse::<u32>().ok());
-                    let alive = holder.is_none_or(|pid| {
-                        !Path::new("/proc/self").exists() || Path::new("/proc").join(pid.to_string()).exists()
-                    });
+                    let alive = holder.is_none_or(|pid| crate::export::staging::alive(pid, &path));
                     if alive {
                         return Err(ConfigError::new(format!(
                             "another sweep (pid {}) is writing {}",
