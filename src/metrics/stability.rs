@@ -219,13 +219,11 @@ pub fn meaning(verdict: &str, shed: f64) -> String {
     }
 }
 
-/// The backlog of a run, accumulated cell by cell over the measured arrival
-/// span `[t0, t1]`, one request at a time in any order.
+/// Per-cell accounts of a run's requests, on some grid of time cells: what
+/// [`Backlog`] and [`FineBacklog`] both keep.
 #[derive(Debug, Clone)]
-pub struct Backlog {
-    t0: f64,
-    width: f64,
-    /// Requests waiting at t0.
+struct Cells {
+    /// Requests waiting at the grid's start.
     start: i64,
     /// Per cell: arrivals, departures, and Σ(cell end − t) over arrivals minus the same over departures.
     arrivals: Vec<u64>,
@@ -236,6 +234,92 @@ pub struct Backlog {
     delay_n: Vec<u64>,
     measured: u64,
     shed: u64,
+}
+
+/// Where a time falls on a grid.
+#[derive(Debug, Clone, Copy)]
+enum Place {
+    /// Before the grid's start.
+    Before,
+    /// In this cell, which ends at this time.
+    Cell(usize, f64),
+    /// Past the grid's end.
+    After,
+}
+
+impl Cells {
+    fn new(n: usize) -> Self {
+        Cells {
+            start: 0,
+            arrivals: vec![0; n],
+            departures: vec![0; n],
+            area_shift: vec![0.0; n],
+            delay_sum: vec![0.0; n],
+            delay_n: vec![0; n],
+            measured: 0,
+            shed: 0,
+        }
+    }
+
+    /// An arrival (`sign` 1) or a departure (−1) at `t`, placed at `at`.
+    fn event(&mut self, at: Place, t: f64, sign: i64) {
+        match at {
+            Place::Before => self.start += sign,
+            Place::Cell(c, end) => {
+                if sign > 0 {
+                    self.arrivals[c] += 1;
+                } else {
+                    self.departures[c] += 1;
+                }
+                self.area_shift[c] += sign as f64 * (end - t).max(0.0);
+            }
+            Place::After => {}
+        }
+    }
+
+    /// A measured request arriving at `at`: shed or not, and its queueing
+    /// delay if it completed (NaN otherwise).
+    fn measure(&mut self, at: Place, shed: bool, queue_delay: f64) {
+        self.measured += 1;
+        self.shed += shed as u64;
+        if let (false, Place::Cell(c, _)) = (queue_delay.is_nan(), at) {
+            self.delay_sum[c] += queue_delay;
+            self.delay_n[c] += 1;
+        }
+    }
+
+    /// Merges cells pairwise into the first half (cell k from cells 2k and
+    /// 2k + 1, `width` wide each) and empties the second half.
+    fn merge_pairs(&mut self, width: f64) {
+        let n = self.arrivals.len();
+        for k in 0..n / 2 {
+            let (a, b) = (2 * k, 2 * k + 1);
+            let net = self.arrivals[a] as f64 - self.departures[a] as f64;
+            self.area_shift[k] = self.area_shift[a] + width * net + self.area_shift[b];
+            self.arrivals[k] = self.arrivals[a] + self.arrivals[b];
+            self.departures[k] = self.departures[a] + self.departures[b];
+            self.delay_sum[k] = self.delay_sum[a] + self.delay_sum[b];
+            self.delay_n[k] = self.delay_n[a] + self.delay_n[b];
+        }
+        for k in n / 2..n {
+            (self.arrivals[k], self.departures[k], self.delay_n[k]) = (0, 0, 0);
+            (self.area_shift[k], self.delay_sum[k]) = (0.0, 0.0);
+        }
+    }
+}
+
+/// A request's arrival (+1) and, if it left, its departure (−1).
+fn passage(arrival: f64, departure: f64) -> impl Iterator<Item = (f64, i64)> {
+    std::iter::once((arrival, 1)).chain(departure.is_finite().then_some((departure.max(arrival), -1)))
+}
+
+/// The backlog of a run, accumulated cell by cell over the measured arrival
+/// span `[t0, t1]`, one request at a time in any order.
+#[derive(Debug, Clone)]
+pub struct Backlog {
+    t0: f64,
+    width: f64,
+    cells: Cells,
     /// Until when the system may still be filling up, s.
     fill_until: f64,
     /// Shortest overload window, s.
@@ -250,14 +334,7 @@ impl Backlog {
         Backlog {
             t0,
             width: (t1 - t0) / CELLS as f64,
-            start: 0,
-            arrivals: vec![0; CELLS],
-            departures: vec![0; CELLS],
-            area_shift: vec![0.0; CELLS],
-            delay_sum: vec![0.0; CELLS],
-            delay_n: vec![0; CELLS],
-            measured: 0,
-            shed: 0,
+            cells: Cells::new(CELLS),
             fill_until: 0.0,
             min_window: 0.0,
             sojourn: 0.0,
@@ -283,53 +360,34 @@ impl Backlog {
         }
     }
 
-    /// Cell holding `t`, or None before t0 / after t1 (t1 itself is in the last cell).
-    fn cell(&self, t: f64) -> Option<usize> {
-        if t < self.t0 || self.width <= 0.0 {
-            return None;
-        }
-        let c = ((t - self.t0) / self.width) as usize;
-        match c {
-            c if c < CELLS => Some(c),
-            CELLS if t <= self.t0 + self.width * CELLS as f64 * (1.0 + 1e-12) => Some(CELLS - 1),
-            _ => None,
-        }
-    }
-
-    fn event(&mut self, t: f64, sign: i64) {
+    /// Where `t` falls: before t0, in a cell, or after t1 (t1 itself is in the last cell).
+    fn place(&self, t: f64) -> Place {
         if t < self.t0 {
-            self.start += sign;
-        } else if let Some(c) = self.cell(t) {
-            let end = self.t0 + self.width * (c + 1) as f64;
-            if sign > 0 {
-                self.arrivals[c] += 1;
-            } else {
-                self.departures[c] += 1;
-            }
-            self.area_shift[c] += sign as f64 * (end - t).max(0.0);
+            return Place::Before;
         }
+        if self.width <= 0.0 {
+            return Place::After;
+        }
+        let c = match ((t - self.t0) / self.width) as usize {
+            c if c < CELLS => c,
+            CELLS if t <= self.t0 + self.width * CELLS as f64 * (1.0 + 1e-12) => CELLS - 1,
+            _ => return Place::After,
+        };
+        Place::Cell(c, self.t0 + self.width * (c + 1) as f64)
     }
 
     /// One request of the run (warm-up included): it arrived at `arrival` and
     /// left at `departure` (infinite if it never did).
     pub fn add(&mut self, arrival: f64, departure: f64) {
-        self.event(arrival, 1);
-        if departure.is_finite() {
-            self.event(departure.max(arrival), -1);
+        for (t, sign) in passage(arrival, departure) {
+            self.cells.event(self.place(t), t, sign);
         }
     }
 
     /// One measured request: whether it was shed because of load, and its
     /// queueing delay if it completed (NaN otherwise).
     pub fn measure(&mut self, arrival: f64, shed: bool, queue_delay: f64) {
-        self.measured += 1;
-        self.shed += shed as u64;
-        if !queue_delay.is_nan()
-            && let Some(c) = self.cell(arrival)
-        {
-            self.delay_sum[c] += queue_delay;
-            self.delay_n[c] += 1;
-        }
+        self.cells.measure(self.place(arrival), shed, queue_delay);
     }
 
     /// The backlog change a changed arrival rate explains by Little's law,
@@ -338,7 +396,7 @@ impl Backlog {
     /// than 3 Poisson standard errors), so that noise in the rates cannot
     /// explain a growth away.
     fn follows(&self, before: std::ops::Range<usize>, after: std::ops::Range<usize>) -> f64 {
-        let count = |r: std::ops::Range<usize>| self.arrivals[r].iter().sum::<u64>() as f64;
+        let count = |r: std::ops::Range<usize>| self.cells.arrivals[r].iter().sum::<u64>() as f64;
         let (n0, n1) = (count(before.clone()), count(after.clone()));
         let (t0, t1) = (before.len() as f64 * self.width, after.len() as f64 * self.width);
         let (l0, l1) = (n0 / t0, n1 / t1);
@@ -348,12 +406,12 @@ impl Backlog {
 
     /// Time-averaged backlog of each cell, and the backlog at each cell boundary.
     fn levels(&self) -> (Vec<f64>, Vec<f64>) {
-        let mut n = self.start as f64;
+        let mut n = self.cells.start as f64;
         let mut bounds = vec![n];
         let mut mean = Vec::with_capacity(CELLS);
         for c in 0..CELLS {
-            mean.push(n + self.area_shift[c] / self.width);
-            n += self.arrivals[c] as f64 - self.departures[c] as f64;
+            mean.push(n + self.cells.area_shift[c] / self.width);
+            n += self.cells.arrivals[c] as f64 - self.cells.departures[c] as f64;
             bounds.push(n);
         }
         (mean, bounds)
@@ -378,88 +436,40 @@ const FINE: usize = CELLS * FINE_PER_CELL * 2;
 pub struct FineBacklog {
     origin: f64,
     width: f64,
-    /// Requests in the system at `origin`.
-    before: i64,
-    arrivals: Vec<u64>,
-    departures: Vec<u64>,
-    /// Σ(cell end − t) over arrivals minus the same over departures.
-    area_shift: Vec<f64>,
-    delay_sum: Vec<f64>,
-    delay_n: Vec<u64>,
-    measured: u64,
-    shed: u64,
+    cells: Cells,
 }
 
 impl FineBacklog {
     /// An empty account from `origin` on.
     pub fn new(origin: f64) -> Self {
-        FineBacklog {
-            origin,
-            width: 1e-3,
-            before: 0,
-            arrivals: vec![0; FINE],
-            departures: vec![0; FINE],
-            area_shift: vec![0.0; FINE],
-            delay_sum: vec![0.0; FINE],
-            delay_n: vec![0; FINE],
-            measured: 0,
-            shed: 0,
-        }
+        FineBacklog { origin, width: 1e-3, cells: Cells::new(FINE) }
     }
 
-    /// The fine cell holding `t` ≥ origin, widening the cells until it fits.
-    fn cell(&mut self, t: f64) -> usize {
+    /// Where `t` falls, widening the cells until it fits.
+    fn place(&mut self, t: f64) -> Place {
+        if t < self.origin {
+            return Place::Before;
+        }
         while t >= self.origin + self.width * FINE as f64 && self.width < f64::MAX / 4.0 {
-            for k in 0..FINE / 2 {
-                let (a, b) = (2 * k, 2 * k + 1);
-                let net = self.arrivals[a] as f64 - self.departures[a] as f64;
-                self.area_shift[k] = self.area_shift[a] + self.width * net + self.area_shift[b];
-                self.arrivals[k] = self.arrivals[a] + self.arrivals[b];
-                self.departures[k] = self.departures[a] + self.departures[b];
-                self.delay_sum[k] = self.delay_sum[a] + self.delay_sum[b];
-                self.delay_n[k] = self.delay_n[a] + self.delay_n[b];
-            }
-            for k in FINE / 2..FINE {
-                (self.arrivals[k], self.departures[k], self.delay_n[k]) = (0, 0, 0);
-                (self.area_shift[k], self.delay_sum[k]) = (0.0, 0.0);
-            }
+            self.cells.merge_pairs(self.width);
             self.width *= 2.0;
         }
-        (((t - self.origin) / self.width) as usize).min(FINE - 1)
-    }
-
-    fn event(&mut self, t: f64, sign: i64) {
-        if t < self.origin {
-            self.before += sign;
-            return;
-        }
-        let c = self.cell(t);
-        let end = self.origin + self.width * (c + 1) as f64;
-        if sign > 0 {
-            self.arrivals[c] += 1;
-        } else {
-            self.departures[c] += 1;
-        }
-        self.area_shift[c] += sign as f64 * (end - t).max(0.0);
+        let c = (((t - self.origin) / self.width) as usize).min(FINE - 1);
+        Place::Cell(c, self.origin + self.width * (c + 1) as f64)
     }
 
     /// As [`Backlog::add`].
     pub fn add(&mut self, arrival: f64, departure: f64) {
-        self.event(arrival, 1);
-        if departure.is_finite() {
-            self.event(departure.max(arrival), -1);
+        for (t, sign) in passage(arrival, departure) {
+            let at = self.place(t);
+            self.cells.event(at, t, sign);
         }
     }
 
     /// As [`Backlog::measure`].
     pub fn measure(&mut self, arrival: f64, shed: bool, queue_delay: f64) {
-        self.measured += 1;
-        self.shed += shed as u64;
-        if !queue_delay.is_nan() && arrival >= self.origin {
-            let c = self.cell(arrival);
-            self.delay_sum[c] += queue_delay;
-            self.delay_n[c] += 1;
-        }
+        let at = self.place(arrival);
+        self.cells.measure(at, shed, queue_delay);
     }
 
     /// The backlog over the measured span `[t0, t1]` (t0 ≥ origin). Each
@@ -469,16 +479,17 @@ impl FineBacklog {
     /// backlog stays consistent with the counts.
     pub fn into_backlog(self, t0: f64, t1: f64) -> Backlog {
         let mut b = Backlog::new(t0, t1);
-        b.measured = self.measured;
-        b.shed = self.shed;
-        b.start = self.before;
+        let (fine, to) = (&self.cells, &mut b.cells);
+        to.measured = fine.measured;
+        to.shed = fine.shed;
+        to.start = fine.start;
         let end_all = t0 + b.width * CELLS as f64;
         for i in 0..FINE {
             let hi = self.origin + self.width * (i + 1) as f64;
             let mid = hi - self.width / 2.0;
-            let net = self.arrivals[i] as i64 - self.departures[i] as i64;
+            let net = fine.arrivals[i] as i64 - fine.departures[i] as i64;
             if mid < t0 || b.width <= 0.0 {
-                b.start += net;
+                to.start += net;
                 continue;
             }
             if mid > end_all {
@@ -486,12 +497,12 @@ impl FineBacklog {
             }
             let c = (((mid - t0) / b.width) as usize).min(CELLS - 1);
             let chi = t0 + b.width * (c + 1) as f64;
-            b.arrivals[c] += self.arrivals[i];
-            b.departures[c] += self.departures[i];
+            to.arrivals[c] += fine.arrivals[i];
+            to.departures[c] += fine.departures[i];
             // Σ sign × (chi − t) = Σ sign × (hi − t) + (chi − hi) × net, exactly.
-            b.area_shift[c] += self.area_shift[i] + (chi - hi) * net as f64;
-            b.delay_sum[c] += self.delay_sum[i];
-            b.delay_n[c] += self.delay_n[i];
+            to.area_shift[c] += fine.area_shift[i] + (chi - hi) * net as f64;
+            to.delay_sum[c] += fine.delay_sum[i];
+            to.delay_n[c] += fine.delay_n[i];
         }
         b
     }
@@ -507,12 +518,12 @@ pub fn assess(b: &Backlog, offline: bool) -> Stability {
                 .into(),
         );
     }
-    if b.measured < MIN_REQUESTS as u64 {
+    if b.cells.measured < MIN_REQUESTS as u64 {
         return Stability::empty(
             "inconclusive",
             format!(
                 "{} measured requests are too few to judge stability (need {MIN_REQUESTS}): run longer",
-                b.measured
+                b.cells.measured
             ),
         );
     }
@@ -524,13 +535,13 @@ pub fn assess(b: &Backlog, offline: bool) -> Stability {
     }
     let span = b.width * CELLS as f64;
     let (mean, bounds) = b.levels();
-    let arrived: u64 = b.arrivals.iter().sum();
-    let left: u64 = b.departures.iter().sum();
+    let arrived: u64 = b.cells.arrivals.iter().sum();
+    let left: u64 = b.cells.departures.iter().sum();
     let tenth = CELLS / 10;
     let avg = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     let delay = |r: std::ops::Range<usize>| {
-        let n: u64 = b.delay_n[r.clone()].iter().sum();
-        b.delay_sum[r].iter().sum::<f64>() / n as f64 * 1e3
+        let n: u64 = b.cells.delay_n[r.clone()].iter().sum();
+        b.cells.delay_sum[r].iter().sum::<f64>() / n as f64 * 1e3
     };
     let mut st = Stability::empty("", String::new());
     st.offered_rate = arrived as f64 / span;
@@ -540,7 +551,7 @@ pub fn assess(b: &Backlog, offline: bool) -> Stability {
     st.backlog_last_tenth = avg(&mean[CELLS - tenth..]);
     st.queue_delay_first_tenth_ms = delay(0..tenth);
     st.queue_delay_last_tenth_ms = delay(CELLS - tenth..CELLS);
-    st.shed_fraction = b.shed as f64 / b.measured as f64;
+    st.shed_fraction = b.cells.shed as f64 / b.cells.measured as f64;
 
     // 1. Fill-up: the cells within twice the mean time in system of the start of the simulation.
     let skip = (((b.fill_until - b.t0) / b.width).ceil().max(0.0) as usize).min(CELLS / 4);
@@ -551,7 +562,7 @@ pub fn assess(b: &Backlog, offline: bool) -> Stability {
     let ys = &mean[skip..];
     let (slope, se) = trend(&xs, ys);
     let rest = span - st.fill_up_s;
-    let arrived_rest = b.arrivals[skip..].iter().sum::<u64>().max(1) as f64;
+    let arrived_rest = b.cells.arrivals[skip..].iter().sum::<u64>().max(1) as f64;
     // Little's law: a rate that changed from λ₀ to λ₁ moves the backlog by
     // (λ₁ − λ₀)·W without any overload; only the rest is growth.
     let follows = b.follows(skip..skip + tenth, CELLS - tenth..CELLS);
@@ -662,7 +673,7 @@ fn windows(b: &Backlog, mean: &[f64], skip: usize) -> Vec<OverloadWindow> {
     let mut found = Vec::new();
     let close = |from: usize, best: Option<(f64, usize)>, found: &mut Vec<OverloadWindow>| {
         let Some((_, to)) = best else { return };
-        let arrivals: u64 = b.arrivals[from + 1..=to].iter().sum();
+        let arrivals: u64 = b.cells.arrivals[from + 1..=to].iter().sum();
         let long = (to - from) as f64 * b.width >= b.min_window;
         if to - from < WINDOW_MIN_CELLS || arrivals < WINDOW_MIN_ARRIVALS || !long {
             return;
@@ -687,7 +698,7 @@ fn windows(b: &Backlog, mean: &[f64], skip: usize) -> Vec<OverloadWindow> {
     let (mut s, mut from) = (0.0, skip);
     let mut best: Option<(f64, usize)> = None;
     for c in skip + 1..mean.len() {
-        s += mean[c] - mean[c - 1] - WINDOW_EXCESS * b.arrivals[c] as f64;
+        s += mean[c] - mean[c - 1] - WINDOW_EXCESS * b.cells.arrivals[c] as f64;
         if s <= 0.0 {
             close(from, best.take(), &mut found);
             s = 0.0;
