@@ -15,7 +15,7 @@ use std::time::Instant;
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Request counts to simulate, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "50000,500000,1000000")]
+    #[arg(long, value_delimiter = ',', default_value = "50000,500000,1000000,10000000")]
     sizes: Vec<u64>,
     /// Engine replicas (the arrival rate scales with them).
     #[arg(long, default_value_t = 1)]
