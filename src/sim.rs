@@ -28,7 +28,7 @@ use crate::cluster::{ReplicaLoad, Router};
 use crate::config::{CostModelKind, DisaggregationConfig, PoolRole, QueueOrder, RouterKind};
 use crate::cost::{ConstantStep, ExponentialStep, KernelModel, Roofline, Speculative, StepCostModel};
 use crate::engine::{Replica, ReplicaStats, Sinks, Span};
-use crate::metrics::{LiveRecords, LogHistogram, RejectReason, RequestRecord, Status, Tally};
+use crate::metrics::{LiveRecords, LogHistogram, RecordSample, RejectReason, RequestRecord, Status, Tally};
 use crate::rng::Stream;
 use crate::workload::{Source, stream_seed};
 use std::cmp::Ordering;
@@ -125,8 +125,7 @@ struct Retired<'k> {
     keep: bool,
     /// Kept records (all, or the first [`TIMELINE_REQUESTS`]).
     records: Vec<RequestRecord>,
-    sample: Vec<RequestRecord>,
-    stride: u64,
+    sample: RecordSample,
     sink: Option<&'k mut dyn RecordSink>,
 }
 
@@ -139,17 +138,7 @@ impl Retired<'_> {
         if self.keep {
             return;
         }
-        if (id as u64).is_multiple_of(self.stride) {
-            self.sample.push(*r);
-            if self.sample.len() >= 2 * SAMPLE {
-                let mut i = 0;
-                self.sample.retain(|_| {
-                    i += 1;
-                    i % 2 == 1
-                });
-                self.stride *= 2;
-            }
-        }
+        self.sample.offer(id as u64, r);
         if let Some(s) = self.sink.as_mut() {
             s.record(id, r);
         }
@@ -602,8 +591,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
                     tally: Tally::new(setup),
                     keep,
                     records: Vec::with_capacity(cap),
-                    sample: Vec::new(),
-                    stride: 1,
+                    sample: RecordSample::new(SAMPLE),
                     sink,
                 },
                 itl: vec![LogHistogram::new(); setup.workload.classes.len()],
@@ -963,7 +951,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         let Observed { records, retired, .. } = &mut self.obs;
         let peak_live_records = records.peak();
         records.retire_all(|id, r| retired.take(id, r));
-        let Retired { tally, keep, records, sample, stride, .. } = self.obs.retired;
+        let Retired { tally, keep, records, sample, .. } = self.obs.retired;
         let (arrived, last_arrival) = (tally.count(), tally.last_arrival());
         for r in &mut self.replicas {
             r.close(self.now);
@@ -978,8 +966,8 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             arrived,
             peak_live_records,
             last_arrival,
-            sample,
-            sample_stride: stride,
+            sample_stride: sample.stride,
+            sample: sample.records,
             tally,
             itl: pooled,
             itl_by_class: self.obs.itl,

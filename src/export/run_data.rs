@@ -3,7 +3,7 @@
 use crate::config::Scenario;
 use crate::engine::Span;
 use crate::error::{ConfigError, Result};
-use crate::metrics::{RejectReason, RequestRecord, Status};
+use crate::metrics::{RecordSample, RejectReason, RequestRecord, Status};
 use crate::sim::TimeSample;
 use std::path::Path;
 
@@ -14,8 +14,11 @@ pub struct RunData {
     pub scenario: Scenario,
     /// "model dtype on N × GPU", for legends.
     pub label: String,
-    /// Per-request records.
+    /// The first [`TIMELINE_REQUESTS`](crate::sim::TIMELINE_REQUESTS) records (the timeline).
     pub records: Vec<RequestRecord>,
+    /// The records behind the latency CDFs: a sample of at most
+    /// 2 × [`SAMPLE`](crate::sim::SAMPLE), the same as the run's own.
+    pub cdf: Vec<RequestRecord>,
     /// Sampled cluster state.
     pub timeseries: Vec<TimeSample>,
     /// Spans of the requests followed for the timeline.
@@ -56,7 +59,7 @@ impl RunData {
             scenario: &self.scenario,
             label: &self.label,
             records: &self.records,
-            cdf: &self.records,
+            cdf: &self.cdf,
             timeseries: &self.timeseries,
             timeline: &self.timeline,
         }
@@ -98,11 +101,28 @@ impl RunData {
             .hint("run the scenario again without --no-requests")
             .into());
         }
-        let csv = read("requests.csv")?;
+        // Read row by row, keeping the timeline's records and the CDFs'
+        // sample: a run of 10^7 requests is redrawn in bounded memory.
+        let path = dir.join("requests.csv");
+        let file =
+            std::fs::File::open(&path).map_err(|e| ConfigError::new(format!("cannot read {}: {e}", path.display())))?;
         let class_names: Vec<&str> = scenario.workload.classes.iter().map(|c| c.name.as_str()).collect();
         let mut records = Vec::new();
-        for (n, line) in csv.lines().enumerate().skip(1) {
-            let f: Vec<&str> = line.split(',').collect();
+        let mut sample = RecordSample::new(crate::sim::SAMPLE);
+        let mut line = String::new();
+        let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+        for n in 0.. {
+            line.clear();
+            if std::io::BufRead::read_line(&mut reader, &mut line)
+                .map_err(|e| ConfigError::new(format!("cannot read {}: {e}", path.display())))?
+                == 0
+            {
+                break;
+            }
+            if n == 0 {
+                continue;
+            }
+            let f: Vec<&str> = line.trim_end_matches(['\n', '\r']).split(',').collect();
             let err = |what: &str| bad("requests.csv", format!("line {}: {what}", n + 1));
             if f.len() < 14 {
                 return Err(err("too few columns").into());
@@ -120,7 +140,7 @@ impl RunData {
                 ("rejected", Some(r)) => Status::Rejected(r),
                 _ => Status::InFlight,
             };
-            records.push(RequestRecord {
+            let r = RequestRecord {
                 arrival: t(9)?,
                 admitted: t(10)?,
                 first_scheduled: t(11)?,
@@ -137,8 +157,13 @@ impl RunData {
                 clipped: f.get(23) == Some(&"1"),
                 trace_row: u32::MAX,
                 status,
-            });
+            };
+            let id = n as u64 - 1;
+            if id < crate::sim::TIMELINE_REQUESTS as u64 {
+                records.push(r);
+            }
+            sample.offer(id, &r);
         }
-        Ok(RunData { scenario, label, records, timeseries, timeline })
+        Ok(RunData { scenario, label, records, cdf: sample.records, timeseries, timeline })
     }
 }

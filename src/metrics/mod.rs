@@ -8,7 +8,7 @@ mod summary;
 pub mod tally;
 
 pub use hist::LogHistogram;
-pub use record::{LiveRecords, RejectReason, RequestRecord, Status};
+pub use record::{LiveRecords, RecordSample, RejectReason, RequestRecord, Status};
 pub use summary::{
     ClassMap, ClassSummary, CostSummary, KvSummary, LatencyMetric, LittlesLaw, RequestMetrics, SloSummary, Summary,
     Utilisation, WorkloadSummary, littles_law, slo_checks, slo_met, summarize,

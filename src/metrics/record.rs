@@ -238,3 +238,38 @@ impl std::ops::IndexMut<usize> for LiveRecords {
         &mut self.slots[id - self.base]
     }
 }
+
+/// A systematic sample of a run's records, for charts: every `stride`-th
+/// request by id, the stride doubling (and every other sampled record
+/// dropped) whenever `2 × cap` are held, so that between `cap` and `2 × cap`
+/// records are kept (all of them for runs of fewer than `2 × cap`).
+#[derive(Debug, Clone)]
+pub struct RecordSample {
+    /// The sampled records, by id.
+    pub records: Vec<RequestRecord>,
+    /// Ids in `records` are the multiples of this.
+    pub stride: u64,
+    cap: usize,
+}
+
+impl RecordSample {
+    /// An empty sample of between `cap` and `2 × cap` records.
+    pub fn new(cap: usize) -> Self {
+        RecordSample { records: Vec::new(), stride: 1, cap: cap.max(1) }
+    }
+
+    /// Offers the record of request `id` (ids in increasing order).
+    pub fn offer(&mut self, id: u64, r: &RequestRecord) {
+        if id.is_multiple_of(self.stride) {
+            self.records.push(*r);
+            if self.records.len() >= 2 * self.cap {
+                let mut i = 0;
+                self.records.retain(|_| {
+                    i += 1;
+                    i % 2 == 1
+                });
+                self.stride *= 2;
+            }
+        }
+    }
+}

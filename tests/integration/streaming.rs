@@ -160,3 +160,29 @@ fn no_requests_skips_the_csv_and_changes_nothing_else() {
     run("with", &["--force", "--no-requests"]);
     assert!(!dir.path().join("with/requests.csv").exists());
 }
+
+#[test]
+fn plot_rebuilds_the_runs_chart_sample_from_its_csv() {
+    // 250,000 requests: more than 2 × SAMPLE, so the CDF chart comes from a
+    // thinned sample, which `plot` rebuilds from requests.csv row by row.
+    let text = quick(250_000, 150.0);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("s.toml"), &text).unwrap();
+    let (code, _, err) = outcome(&servesim_in(dir.path(), &["run", "s.toml", "-q", "--out", "run"]));
+    assert_eq!(code, 0, "{err}");
+    let s = common::setup(&text, &[]);
+    let run = simulate_recording(&s, s.scenario.seed, Recording::Stream(None));
+    let read = servesim::export::RunData::read(&dir.path().join("run")).unwrap();
+    assert_eq!(read.cdf.len(), run.sample.len());
+    assert_eq!(read.records.len(), TIMELINE_REQUESTS as usize);
+    for (a, b) in read.cdf.iter().zip(&run.sample) {
+        // requests.csv holds times to the microsecond.
+        assert!((a.arrival - b.arrival).abs() <= 1e-6 && (a.ttft() - b.ttft()).abs() <= 2e-6);
+    }
+    for c in ["cdf.svg", "timeline.svg", "timeseries.svg"] {
+        std::fs::remove_file(dir.path().join("run").join(c)).unwrap();
+    }
+    let (code, _, err) = outcome(&servesim_in(dir.path(), &["plot", "run"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(dir.path().join("run/cdf.svg").exists());
+}
