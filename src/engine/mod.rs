@@ -662,7 +662,7 @@ impl<C: StepCostModel> Replica<C> {
     fn admit_ready(&mut self, now: f64, sinks: &mut Sinks) {
         while self.running.len() < self.max_running() {
             let records = &sinks.records;
-            let Some(req) = self.waiting.front(|r| matches!(records[r as usize].status, Status::Rejected(_))) else {
+            let Some(req) = self.waiting.front(|r| records.refused(r)) else {
                 return;
             };
             let Some(&host) = self.ready.get(&req) else {
@@ -693,7 +693,7 @@ impl<C: StepCostModel> Replica<C> {
     /// tokens at most; returns false (and admits nothing) if it does not fit.
     fn try_admit(&mut self, now: f64, max_chunk: u32, whole: bool, sinks: &mut Sinks) -> bool {
         let records = &sinks.records;
-        let Some(req) = self.waiting.front(|r| matches!(records[r as usize].status, Status::Rejected(_))) else {
+        let Some(req) = self.waiting.front(|r| records.refused(r)) else {
             return false;
         };
         if !self.ready.is_empty() && self.ready.contains_key(&req) {
@@ -836,7 +836,7 @@ impl<C: StepCostModel> Replica<C> {
             {
                 // Form a batch when it is full or its oldest request has waited long enough.
                 let records = &sinks.records;
-                let head = self.waiting.front(|r| matches!(records[r as usize].status, Status::Rejected(_)));
+                let head = self.waiting.front(|r| records.refused(r));
                 let due = head.map_or(f64::INFINITY, |h| records[h as usize].admitted + timeout);
                 if self.waiting.len() < self.p.max_num_seqs as usize && now < due {
                     self.step.busy = false;
@@ -1236,10 +1236,13 @@ impl<C: StepCostModel> Replica<C> {
             total += self.pending_of(s);
         }
         for r in self.waiting.entries() {
+            if records.refused(r) {
+                continue;
+            }
             let rec = &records[r as usize];
             if self.ready.contains_key(&r) {
                 total += (rec.output - rec.generated) as u64;
-            } else if !matches!(rec.status, Status::Rejected(_)) {
+            } else {
                 total += rec.prompt as u64 + rec.output as u64;
             }
         }

@@ -17,6 +17,9 @@ pub const RELATIVE_ERROR: f64 = 1.0 / (1u64 << SUB_BITS) as f64;
 #[derive(Debug, Clone)]
 pub struct LogHistogram {
     counts: Vec<u64>,
+    /// Samples exactly 0 (a request that never queued), kept apart so that
+    /// they come back as 0, not as the smallest bucket's middle.
+    zeros: u64,
     n: u64,
     sum: f64,
     sum_sq: f64,
@@ -33,7 +36,7 @@ impl Default for LogHistogram {
 impl LogHistogram {
     /// An empty histogram.
     pub fn new() -> Self {
-        LogHistogram { counts: vec![0; BUCKETS], n: 0, sum: 0.0, sum_sq: 0.0, min: f64::INFINITY, max: 0.0 }
+        LogHistogram { counts: vec![0; BUCKETS], zeros: 0, n: 0, sum: 0.0, sum_sq: 0.0, min: f64::INFINITY, max: 0.0 }
     }
 
     #[inline]
@@ -64,7 +67,11 @@ impl LogHistogram {
             return;
         }
         let x = x.max(0.0);
-        self.counts[Self::index(x)] += count;
+        if x == 0.0 {
+            self.zeros += count;
+        } else {
+            self.counts[Self::index(x)] += count;
+        }
         let c = count as f64;
         self.n += count;
         self.sum += x * c;
@@ -82,6 +89,7 @@ impl LogHistogram {
         for (a, b) in self.counts.iter_mut().zip(&o.counts) {
             *a += b;
         }
+        self.zeros += o.zeros;
         self.n += o.n;
         self.sum += o.sum;
         self.sum_sq += o.sum_sq;
@@ -130,7 +138,10 @@ impl LogHistogram {
 
     /// Approximate k-th smallest sample (0-based).
     fn order_stat(&self, k: u64) -> f64 {
-        let mut seen = 0u64;
+        if k < self.zeros {
+            return 0.0;
+        }
+        let mut seen = self.zeros;
         for (i, &c) in self.counts.iter().enumerate() {
             if c == 0 {
                 continue;
@@ -183,5 +194,15 @@ mod tests {
         assert_eq!(a.percentile(50.0), b.percentile(50.0));
         assert_eq!(a.count(), 7);
         assert!((a.mean() - b.mean()).abs() < 1e-15);
+    }
+
+    #[test]
+    fn zeros_come_back_as_zero() {
+        let mut h = LogHistogram::new();
+        h.add(0.0, 60);
+        h.add(0.01, 40);
+        assert_eq!((h.percentile(50.0), h.min()), (0.0, 0.0));
+        let p90 = h.percentile(90.0);
+        assert!((p90 - 0.01).abs() <= 0.01 * RELATIVE_ERROR, "{p90}");
     }
 }

@@ -192,6 +192,14 @@ impl LiveRecords {
         (id as usize).checked_sub(self.base + self.start).and_then(|i| self.slots.get(self.start + i))
     }
 
+    /// Whether request `id` was refused (timed out, say) or has left: a
+    /// queue that still lists it skips it. A request refused while waiting
+    /// stays in its replica's queue until it reaches the front, and may be
+    /// retired long before.
+    pub fn refused(&self, id: u32) -> bool {
+        self.get(id).is_none_or(|r| matches!(r.status, Status::Rejected(_)))
+    }
+
     /// Hands the finished requests at the front of the window to `out`, in
     /// id order, and forgets them; stops at the first one still in flight.
     pub fn retire(&mut self, mut out: impl FnMut(u32, &RequestRecord)) {
@@ -228,6 +236,7 @@ impl std::ops::Index<usize> for LiveRecords {
     /// simulation only touches requests in flight).
     #[inline]
     fn index(&self, id: usize) -> &RequestRecord {
+        debug_assert!(id >= self.base + self.start, "request {id} was already retired");
         &self.slots[id - self.base]
     }
 }
@@ -235,6 +244,7 @@ impl std::ops::Index<usize> for LiveRecords {
 impl std::ops::IndexMut<usize> for LiveRecords {
     #[inline]
     fn index_mut(&mut self, id: usize) -> &mut RequestRecord {
+        debug_assert!(id >= self.base + self.start, "request {id} was already retired");
         &mut self.slots[id - self.base]
     }
 }

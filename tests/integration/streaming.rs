@@ -186,3 +186,26 @@ fn plot_rebuilds_the_runs_chart_sample_from_its_csv() {
     assert_eq!(code, 0, "{err}");
     assert!(dir.path().join("run/cdf.svg").exists());
 }
+
+/// A request that times out while waiting stays in its replica's queue until
+/// it reaches the front, but may leave the window of live records long
+/// before: the queue must skip it without reading its record (found in
+/// review: shortest-prompt-first under overload with timeouts panicked with
+/// an index out of bounds once the window had been compacted).
+#[test]
+fn requests_refused_while_queued_are_skipped_after_they_are_retired() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/overload.toml")).unwrap();
+    for order in ["shortest-prompt", "shortest-job", "fcfs"] {
+        let sets = [&format!("engine.queue_order=\"{order}\"")[..], "engine.max_wait_s=5", "num_requests=30000"];
+        let s = common::setup(&text, &sets);
+        let mut kept = servesim::sim::simulate_checked(&s, s.scenario.seed);
+        let mut streamed = simulate_recording(&s, s.scenario.seed, Recording::Stream(None));
+        let (a, b) = (summarize(&s, s.scenario.seed, &mut kept), summarize(&s, s.scenario.seed, &mut streamed));
+        assert!(
+            a.metrics.failures_by_reason.get("timed_out").is_some_and(|&n| n > 1000),
+            "{order}: {:?}",
+            a.metrics.failures_by_reason
+        );
+        assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap(), "{order}");
+    }
+}
