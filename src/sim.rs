@@ -43,20 +43,16 @@ pub struct SimOutput {
     pub records: Vec<RequestRecord>,
     /// Whether `records` holds every request.
     pub kept: bool,
-    /// Requests that arrived.
-    pub arrived: u64,
     /// The most records the simulation held at once: the requests in flight
     /// and those finished behind an older one still in flight (what a
     /// streamed run's memory follows).
     pub peak_live_records: usize,
     /// Arrival of the last request, s (0 without requests).
     pub last_arrival: f64,
-    /// A run that streamed its records: every `sample_stride`-th request's
-    /// record, by id (between [`SAMPLE`] and 2 × [`SAMPLE`] of them, or all
-    /// when fewer), for the latency CDF charts. Empty when `kept`.
-    pub sample: Vec<RequestRecord>,
-    /// Ids in `sample` are the multiples of this.
-    pub sample_stride: u64,
+    /// A run that streamed its records: a sample of them by id (between
+    /// [`SAMPLE`] and 2 × [`SAMPLE`], or all when fewer), for the latency
+    /// CDF charts. Empty when `kept`.
+    pub sample: RecordSample,
     /// The statistics behind the summary, gathered as requests finished
     /// ([`crate::metrics::summarize`] takes them out).
     pub tally: Tally,
@@ -720,7 +716,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
 
     /// Preprocessing is over (a request whose client gave up meanwhile is gone).
     fn on_admit(&mut self, id: u32) {
-        if self.obs.records.get(id).is_some_and(|r| r.status == Status::InFlight) {
+        if !self.obs.records.refused(id) {
             self.admit_now(id);
         }
     }
@@ -906,7 +902,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
     /// replicas with room (fewer than `max_num_seqs` outstanding).
     fn dispatch(&mut self) {
         while let Some(&id) = self.central_queue.front() {
-            if self.obs.records.get(id).is_none_or(|r| r.status != Status::InFlight) {
+            if self.obs.records.refused(id) {
                 self.central_queue.pop_front();
                 continue;
             }
@@ -952,7 +948,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         let peak_live_records = records.peak();
         records.retire_all(|id, r| retired.take(id, r));
         let Retired { tally, keep, records, sample, .. } = self.obs.retired;
-        let (arrived, last_arrival) = (tally.count(), tally.last_arrival());
+        let last_arrival = tally.last_arrival();
         for r in &mut self.replicas {
             r.close(self.now);
         }
@@ -963,11 +959,9 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         SimOutput {
             records,
             kept: keep,
-            arrived,
             peak_live_records,
             last_arrival,
-            sample_stride: sample.stride,
-            sample: sample.records,
+            sample,
             tally,
             itl: pooled,
             itl_by_class: self.obs.itl,

@@ -30,7 +30,7 @@ pub fn write_run_files(dir: &Path, loaded: &LoadedScenario, rep: &crate::Report,
         scenario: &rep.setup.scenario,
         label: &label,
         records,
-        cdf: if out.kept { records } else { &out.sample },
+        cdf: if out.kept { records } else { &out.sample.records },
         timeseries: &out.timeseries,
         timeline: &out.timeline,
     };

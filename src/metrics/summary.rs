@@ -690,13 +690,13 @@ pub fn summarize(setup: &Setup, seed: u64, out: &mut SimOutput) -> Summary {
     backlog.time_scale(tally.sojourn / tally.done.max(1) as f64, median(&metrics.e2el) / 1e3, wait50);
     let stability = assess(&backlog, workload.offline);
     let stable = stability.stable();
-    let littles_law = littles_law(tally.count, tally.sojourn, out.run_end, out.in_system_area);
-    let last_arrival = tally.last_arrival;
+    let littles_law = littles_law(tally.count(), tally.sojourn, out.run_end, out.in_system_area);
+    let last_arrival = tally.last_arrival();
     let workload_summary = WorkloadSummary {
         process: workload.process.clone(),
         offered_rate: workload.offered_rate,
         offered_rate_unit: if workload.sessions.is_some() { "sessions".into() } else { "requests".into() },
-        observed_arrival_rate: (tally.count > 1 && last_arrival > 0.0).then(|| tally.count as f64 / last_arrival),
+        observed_arrival_rate: (tally.count() > 1 && last_arrival > 0.0).then(|| tally.count() as f64 / last_arrival),
         users: workload.closed_loop.as_ref().map(|c| c.0),
         trace: workload.trace.as_ref().map(|t| t.file.clone()),
         skipped_rows: workload.skipped_rows,
@@ -712,7 +712,7 @@ pub fn summarize(setup: &Setup, seed: u64, out: &mut SimOutput) -> Summary {
         gpu: setup.pools.iter().map(|p| p.gpu.name.as_str()).collect::<Vec<_>>().join(" + "),
         tp: setup.common(|p| p.tp),
         replicas: out.replicas.len() as u32,
-        num_requests: tally.count,
+        num_requests: tally.count(),
         warmup_s: warmup,
         duration,
         simulated_time_s: out.end_time,

@@ -242,8 +242,8 @@ pub struct Tally {
     pub(crate) sojourn: f64,
     pub(crate) done: u64,
     /// Requests added, and the arrival of the last.
-    pub(crate) count: u64,
-    pub(crate) last_arrival: f64,
+    count: u64,
+    last_arrival: f64,
     sessions: Sessions,
     pub(crate) moved: Option<Moved>,
 }

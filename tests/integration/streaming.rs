@@ -61,11 +61,11 @@ fn a_streamed_run_writes_the_same_summary_and_csv_as_a_kept_one() {
     // Memory: the streamed run held the requests in flight, not the run.
     let out = &streamed.output;
     assert!(!out.kept && out.records.len() == TIMELINE_REQUESTS as usize);
-    assert_eq!(out.arrived, 6000);
+    assert_eq!(streamed.summary.num_requests, 6000);
     assert!(out.peak_live_records < 1500, "held {} records at once", out.peak_live_records);
     // Short runs keep every record in the chart sample.
-    assert_eq!((out.sample.len(), out.sample_stride), (6000, 1));
-    for (a, b) in out.sample.iter().zip(&kept.output.records) {
+    assert_eq!((out.sample.records.len(), out.sample.stride), (6000, 1));
+    for (a, b) in out.sample.records.iter().zip(&kept.output.records) {
         assert_eq!(a.arrival.to_bits(), b.arrival.to_bits());
     }
 }
@@ -84,10 +84,11 @@ fn the_chart_sample_of_a_long_run_thins_by_doubling() {
     let s = common::setup(&quick(250_000, 150.0), &[]);
     let kept = simulate(&s, s.scenario.seed);
     let streamed = simulate_recording(&s, s.scenario.seed, Recording::Stream(None));
-    let stride = streamed.sample_stride as usize;
+    let stride = streamed.sample.stride as usize;
     assert!(stride.is_power_of_two() && stride > 1, "stride {stride}");
-    assert!((SAMPLE..2 * SAMPLE).contains(&streamed.sample.len()), "{} sampled", streamed.sample.len());
-    for (k, r) in streamed.sample.iter().enumerate() {
+    let sample = &streamed.sample.records;
+    assert!((SAMPLE..2 * SAMPLE).contains(&sample.len()), "{} sampled", sample.len());
+    for (k, r) in sample.iter().enumerate() {
         assert_eq!(r.arrival.to_bits(), kept.records[k * stride].arrival.to_bits(), "sample {k}");
     }
     assert!(streamed.peak_live_records < 100, "held {} records", streamed.peak_live_records);
@@ -173,9 +174,9 @@ fn plot_rebuilds_the_runs_chart_sample_from_its_csv() {
     let s = common::setup(&text, &[]);
     let run = simulate_recording(&s, s.scenario.seed, Recording::Stream(None));
     let read = servesim::export::RunData::read(&dir.path().join("run")).unwrap();
-    assert_eq!(read.cdf.len(), run.sample.len());
+    assert_eq!(read.cdf.len(), run.sample.records.len());
     assert_eq!(read.records.len(), TIMELINE_REQUESTS as usize);
-    for (a, b) in read.cdf.iter().zip(&run.sample) {
+    for (a, b) in read.cdf.iter().zip(&run.sample.records) {
         // requests.csv holds times to the microsecond.
         assert!((a.arrival - b.arrival).abs() <= 1e-6 && (a.ttft() - b.ttft()).abs() <= 2e-6);
     }
