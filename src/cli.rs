@@ -279,6 +279,11 @@ struct RunArgs {
     /// request). The summary, time series and charts are unchanged.
     #[arg(long)]
     no_requests: bool,
+    /// Split every request's latency into parts that add up to its TTFT and
+    /// E2E (docs/attribution.md): requests.csv gains a `part_<name>_ms`
+    /// column per part, which `servesim explain` reads.
+    #[arg(long)]
+    attribution: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -519,7 +524,8 @@ fn load(a: &ScenarioArgs, seed: Option<u64>) -> Result<(LoadedScenario, Setup)> 
 }
 
 fn cmd_run(a: RunArgs) -> Result<()> {
-    let (loaded, setup) = load(&a.s, a.seed)?;
+    let (loaded, mut setup) = load(&a.s, a.seed)?;
+    setup.attribution = a.attribution;
     let dir = a.out.clone().unwrap_or_else(|| Path::new("output").join(&setup.scenario.name));
     let dir = prepare_out_dir(&dir, a.force)?;
     let seed = setup.scenario.seed;

@@ -28,6 +28,10 @@ pub struct Setup {
     /// price) lives in its pool; cluster-wide limits are derived over all
     /// pools (`scenario.engine.max_model_len` is the smallest pool's).
     pub pools: Vec<Pool>,
+    /// Split every request's latency into parts ([`crate::metrics::parts`]):
+    /// a run option, not part of the scenario (`run --attribution`,
+    /// `explain`, the playground). Off, the run computes none of it.
+    pub attribution: bool,
 }
 
 impl Setup {
@@ -145,7 +149,7 @@ pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
     }
     let mut scenario = s.clone();
     scenario.engine.max_model_len = Some(max_model_len);
-    let setup = Setup { scenario, llm, llm_origin, workload: std::sync::Arc::new(workload), pools };
+    let setup = Setup { scenario, llm, llm_origin, workload: std::sync::Arc::new(workload), pools, attribution: false };
     crate::limits::check(&setup, &crate::limits::current())?;
     Ok(setup)
 }

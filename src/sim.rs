@@ -28,7 +28,7 @@ use crate::cluster::{ReplicaLoad, Router};
 use crate::config::{CostModelKind, DisaggregationConfig, PoolRole, QueueOrder, RouterKind};
 use crate::cost::{ConstantStep, ExponentialStep, KernelModel, Roofline, Speculative, StepCostModel};
 use crate::engine::{Replica, ReplicaStats, Sinks, Span};
-use crate::metrics::{LiveRecords, LogHistogram, RecordSample, RejectReason, RequestRecord, Status, Tally};
+use crate::metrics::{LiveRecords, LogHistogram, Part, RecordSample, RejectReason, RequestRecord, Status, Tally};
 use crate::rng::Stream;
 use crate::workload::{Source, stream_seed};
 use std::cmp::Ordering;
@@ -41,6 +41,9 @@ pub struct SimOutput {
     /// run kept them ([`Recording::Keep`]); else the first
     /// [`TIMELINE_REQUESTS`] (for the timeline chart).
     pub records: Vec<RequestRecord>,
+    /// Latency parts of the kept `records`, by id (empty unless the run
+    /// kept its records with [`Setup::attribution`] on).
+    pub parts: Vec<crate::metrics::Parts>,
     /// Whether `records` holds every request.
     pub kept: bool,
     /// The most records the simulation held at once: the requests in flight
@@ -102,8 +105,9 @@ pub const SAMPLE: usize = 50_000;
 /// implementation that does I/O keeps its first error and reports it when
 /// the caller asks: the simulation itself does no I/O.
 pub trait RecordSink: Send {
-    /// Request `id` has left the simulation (or the run ended with it still in).
-    fn record(&mut self, id: u32, r: &RequestRecord);
+    /// Request `id` has left the simulation (or the run ended with it still
+    /// in), with its latency parts when the run attributes them.
+    fn record(&mut self, id: u32, r: &RequestRecord, parts: Option<&crate::metrics::Parts>);
 }
 
 /// What a run does with its per-request records.
@@ -121,22 +125,27 @@ struct Retired<'k> {
     keep: bool,
     /// Kept records (all, or the first [`TIMELINE_REQUESTS`]).
     records: Vec<RequestRecord>,
+    /// Parts of the kept records (when attributing).
+    parts: Vec<crate::metrics::Parts>,
     sample: RecordSample,
     sink: Option<&'k mut dyn RecordSink>,
 }
 
 impl Retired<'_> {
-    fn take(&mut self, id: u32, r: &RequestRecord) {
+    fn take(&mut self, id: u32, r: &RequestRecord, parts: Option<&crate::metrics::Parts>) {
         self.tally.add(r);
         if self.keep || id < TIMELINE_REQUESTS {
             self.records.push(*r);
         }
         if self.keep {
+            if let Some(p) = parts {
+                self.parts.push(*p);
+            }
             return;
         }
         self.sample.offer(id as u64, r);
         if let Some(s) = self.sink.as_mut() {
-            s.record(id, r);
+            s.record(id, r, parts);
         }
     }
 }
@@ -446,7 +455,7 @@ impl Observed<'_> {
     /// Passes the finished requests at the front of the window on.
     fn retire(&mut self) {
         let Observed { records, retired, .. } = self;
-        records.retire(|id, r| retired.take(id, r));
+        records.retire(|id, r, p| retired.take(id, r, p));
     }
 
     fn sinks(&mut self) -> Sinks<'_> {
@@ -582,11 +591,12 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             frontend: vec![0.0; s.engine.frontend_workers as usize],
             prefix_ids: Vec::new(),
             obs: Observed {
-                records: LiveRecords::default(),
+                records: LiveRecords::with_attribution(setup.attribution),
                 retired: Retired {
                     tally: Tally::new(setup),
                     keep,
                     records: Vec::with_capacity(cap),
+                    parts: Vec::new(),
                     sample: RecordSample::new(SAMPLE),
                     sink,
                 },
@@ -750,7 +760,11 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         let work = (rec.output - rec.generated) as u64;
         let key = self.keyer.key(self.replicas[r].stats.pool, id, rec);
         self.sampler.activate(r);
-        if !self.replicas[r].enqueue_ready(now, id, key, work) {
+        if self.obs.records.attributing() {
+            let a = self.obs.records.attr(id);
+            a.parts[Part::Transfer.idx()] += now - a.mark;
+        }
+        if !self.replicas[r].enqueue_ready(now, id, key, work, &mut self.obs.records) {
             self.refuse(id, RejectReason::QueueFull);
             return;
         }
@@ -868,7 +882,12 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
     /// Admits request `id` now: to the central queue, or routed to a replica.
     fn admit_now(&mut self, id: u32) {
         if self.central {
-            self.obs.records[id as usize].admitted = self.now;
+            let rec = &mut self.obs.records[id as usize];
+            rec.admitted = self.now;
+            let preprocess = self.now - rec.arrival;
+            if self.obs.records.attributing() {
+                self.obs.records.attr(id).parts[Part::Preprocess.idx()] = preprocess;
+            }
             self.central_queue.push_back(id);
             self.dispatch();
         } else if !self.route(id) {
@@ -889,8 +908,13 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         rec.admitted = self.now;
         rec.replica = r as u32;
         let key = self.keyer.key(self.replicas[r].stats.pool, id, rec);
+        let work = rec.prompt as u64 + rec.output as u64;
+        let preprocess = self.now - rec.arrival;
         self.sampler.activate(r);
-        if !self.replicas[r].enqueue(self.now, id, key, rec.prompt as u64 + rec.output as u64) {
+        if self.obs.records.attributing() {
+            self.obs.records.attr(id).parts[Part::Preprocess.idx()] = preprocess;
+        }
+        if !self.replicas[r].enqueue(self.now, id, key, work, &mut self.obs.records) {
             return false;
         }
         self.router.observe(r, &self.replicas[r]);
@@ -915,8 +939,12 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             rec.replica = r as u32;
             let work = rec.prompt as u64 + rec.output as u64;
             let key = self.keyer.key(self.replicas[r].stats.pool, id, rec);
+            let queued_for = self.now - rec.admitted;
             self.sampler.activate(r);
-            let queued = self.replicas[r].enqueue(self.now, id, key, work);
+            if self.obs.records.attributing() {
+                self.obs.records.attr(id).parts[Part::CentralQueue.idx()] = queued_for;
+            }
+            let queued = self.replicas[r].enqueue(self.now, id, key, work, &mut self.obs.records);
             debug_assert!(queued, "a replica with room accepts");
             self.router.observe(r, &self.replicas[r]);
             self.wake(r);
@@ -946,8 +974,8 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         crate::limits::note_simulated(self.obs.records.len() as u64 - self.reported);
         let Observed { records, retired, .. } = &mut self.obs;
         let peak_live_records = records.peak();
-        records.retire_all(|id, r| retired.take(id, r));
-        let Retired { tally, keep, records, sample, .. } = self.obs.retired;
+        records.retire_all(|id, r, p| retired.take(id, r, p));
+        let Retired { tally, keep, records, parts, sample, .. } = self.obs.retired;
         let last_arrival = tally.last_arrival();
         for r in &mut self.replicas {
             r.close(self.now);
@@ -958,6 +986,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         }
         SimOutput {
             records,
+            parts,
             kept: keep,
             peak_live_records,
             last_arrival,

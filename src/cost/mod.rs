@@ -70,6 +70,14 @@ pub struct StepCost {
 pub trait StepCostModel {
     /// Predicts one step.
     fn step(&mut self, batch: &StepBatch) -> StepCost;
+    /// The time `batch` would take as a step that is not run: latency
+    /// attribution's counterfactuals (a chunk alone, the decodes alone).
+    /// Unlike [`Self::step`] it must not advance a random stream, so that
+    /// attributing leaves the run unchanged; a deterministic model predicts
+    /// what `step` gives.
+    fn predict(&mut self, batch: &StepBatch) -> f64 {
+        self.step(batch).time
+    }
     /// Peak FLOP/s of one GPU at the model's numeric format (for MFU).
     fn peak_flops(&self) -> f64;
     /// Peak memory bandwidth of one GPU, bytes/s (for MBU).

@@ -45,6 +45,10 @@ impl StepCostModel for ExponentialStep {
         let u: f64 = self.rng.random();
         StepCost { time: -self.mean * (1.0 - u).ln(), flops: 0.0, bytes: 0.0 }
     }
+    /// The mean: no draw, so the step times of the run are unchanged.
+    fn predict(&mut self, _: &StepBatch) -> f64 {
+        self.mean
+    }
     fn peak_flops(&self) -> f64 {
         f64::INFINITY
     }

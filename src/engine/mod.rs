@@ -30,6 +30,7 @@
 //! (`swap`) and KV kept for a hand-off (`handoff`). [`Replica`] schedules
 //! over them.
 
+mod attribution;
 mod decode;
 mod handoff;
 mod kv;
@@ -45,7 +46,8 @@ pub use queue::WaitQueue;
 
 use crate::config::Admission;
 use crate::cost::{StepBatch, StepCostModel};
-use crate::metrics::{LiveRecords, LogHistogram, RequestRecord, Status};
+use crate::metrics::{LiveRecords, LogHistogram, Part, RequestRecord, Status};
+use attribution::Block;
 use decode::DecodeGroup;
 use kv::KvBlocks;
 use running::{Phase, Running, Seq};
@@ -249,6 +251,8 @@ pub struct Replica<C> {
     window_start: f64,
     /// Time the waiting/running integrals were last brought up to.
     t_touch: f64,
+    /// Latency attribution's clocks (used only when the records attribute).
+    clocks: attribution::Clocks,
     /// Statistics.
     pub stats: ReplicaStats,
 }
@@ -325,6 +329,7 @@ impl<C: StepCostModel> Replica<C> {
             step_promised: 0,
             window_start,
             t_touch: 0.0,
+            clocks: attribution::Clocks::default(),
             stats: ReplicaStats {
                 peak_flops: cost_peak.0,
                 peak_bandwidth: cost_peak.1,
@@ -383,7 +388,7 @@ impl<C: StepCostModel> Replica<C> {
     /// Puts an admitted request in the waiting queue (ordered by `key` when
     /// the queue is keyed); `work` is its prompt + output tokens. Returns
     /// false, admitting nothing, when the queue is full (`max_waiting`).
-    pub fn enqueue(&mut self, now: f64, req: u32, key: f64, work: u64) -> bool {
+    pub fn enqueue(&mut self, now: f64, req: u32, key: f64, work: u64, records: &mut LiveRecords) -> bool {
         if self.waiting.len() >= self.p.max_waiting as usize {
             return false;
         }
@@ -391,13 +396,16 @@ impl<C: StepCostModel> Replica<C> {
         self.touch(now);
         self.waiting.push_back(req, key);
         self.stats.routed += 1;
+        if records.attributing() {
+            self.clocks.enter_queue(now, records.attr(req));
+        }
         true
     }
 
     /// Decode pool: queues request `req` whose prompt KV cache has arrived
     /// (it still has `work` tokens to decode); false when the queue is full.
-    pub fn enqueue_ready(&mut self, now: f64, req: u32, key: f64, work: u64) -> bool {
-        if !self.enqueue(now, req, key, work) {
+    pub fn enqueue_ready(&mut self, now: f64, req: u32, key: f64, work: u64, records: &mut LiveRecords) -> bool {
+        if !self.enqueue(now, req, key, work, records) {
             return false;
         }
         self.ready.insert(req, 0);
@@ -592,6 +600,16 @@ impl<C: StepCostModel> Replica<C> {
             Self::span(sinks, s.req, SpanKind::Decode, s.last_token, last_token);
         }
         Self::span(sinks, s.req, SpanKind::Preempted, now, f64::NAN);
+        if sinks.records.attributing() {
+            let before_first = rec.first_token.is_nan();
+            let a = sinks.records.attr(s.req);
+            if s.phase == Phase::Decode {
+                self.clocks.close_decode(a, before_first);
+            } else if before_first {
+                attribution::lose_prefill(a);
+            }
+            a.mark = now;
+        }
         let r = &mut sinks.records[s.req as usize];
         r.generated = generated;
         r.last_token = last_token;
@@ -660,6 +678,9 @@ impl<C: StepCostModel> Replica<C> {
     /// Decode pool: admits waiting requests whose prompt KV has arrived,
     /// from the head of the queue, straight into the decode group.
     fn admit_ready(&mut self, now: f64, sinks: &mut Sinks) {
+        if self.running.len() >= self.max_running() {
+            self.clocks.block = Block::BatchFull;
+        }
         while self.running.len() < self.max_running() {
             let records = &sinks.records;
             let Some(req) = self.waiting.front(|r| records.refused(r)) else {
@@ -673,6 +694,7 @@ impl<C: StepCostModel> Replica<C> {
             let need = blocks_for(target as u64, self.p.block_size);
             let watermark = if !self.running.is_empty() { self.p.watermark_blocks } else { 0 };
             if need + watermark > self.kv.free {
+                self.clocks.block = Block::Kv;
                 return;
             }
             self.touch(now);
@@ -684,8 +706,17 @@ impl<C: StepCostModel> Replica<C> {
                 self.swap.back(host, need);
             }
             let last = r.last_token;
+            let before_first = r.first_token.is_nan();
             let i = self.start_seq(req, r, sinks.warmup, target, target, need as u32, 0, last);
             self.join_decode(i, last);
+            if sinks.records.attributing() {
+                let a = sinks.records.attr(req);
+                self.clocks.leave_queue(now, a, before_first);
+                self.clocks.open_decode(a, before_first);
+            }
+            if self.running.len() >= self.max_running() {
+                self.clocks.block = Block::BatchFull;
+            }
         }
     }
 
@@ -709,6 +740,7 @@ impl<C: StepCostModel> Replica<C> {
         let skip = hits * bs;
         let chunk = (target - skip).min(max_chunk);
         if chunk == 0 || (whole && chunk < target - skip) {
+            self.clocks.block = Block::Budget;
             return false;
         }
         let need_chunk = blocks_for((skip + chunk) as u64, bs) - hits as u64;
@@ -739,6 +771,7 @@ impl<C: StepCostModel> Replica<C> {
         let watermark = if !self.running.is_empty() { self.p.watermark_blocks } else { 0 };
         let headroom = if !self.running.is_empty() { headroom } else { 0 };
         if need + reserve + unused_hits + watermark + headroom > self.kv.free {
+            self.clocks.block = Block::Kv;
             return false;
         }
         if self.p.admission == Admission::Reserve {
@@ -766,6 +799,10 @@ impl<C: StepCostModel> Replica<C> {
             {
                 sp.end = now;
             }
+        }
+        if sinks.records.attributing() {
+            let before_first = sinks.records[req as usize].first_token.is_nan();
+            self.clocks.leave_queue(now, sinks.records.attr(req), before_first);
         }
         let r = &mut sinks.records[req as usize];
         if r.first_scheduled.is_nan() {
@@ -824,10 +861,12 @@ impl<C: StepCostModel> Replica<C> {
                 self.step.busy = false;
                 // SGLang resets its ratio whenever the scheduler goes idle.
                 self.ratio = self.p.new_token_ratio.0;
+                self.wait_reason(now, sinks, Part::WaitStep);
                 return None;
             }
             self.step_promised = 0;
             self.step.clear();
+            self.clocks.block = Block::Step;
             if !self.ready.is_empty() {
                 self.admit_ready(now, sinks);
             }
@@ -841,6 +880,7 @@ impl<C: StepCostModel> Replica<C> {
                 if self.waiting.len() < self.p.max_num_seqs as usize && now < due {
                     self.step.busy = false;
                     self.wake_at = due.is_finite().then_some(due);
+                    self.wait_reason(now, sinks, Part::WaitBatchForming);
                     return None;
                 }
             }
@@ -859,6 +899,7 @@ impl<C: StepCostModel> Replica<C> {
                 } else {
                     0
                 });
+                let attributing = sinks.records.attributing();
                 let mut k = 0;
                 while k < self.prefilling.len() && budget > 0 {
                     let i = self.prefilling[k];
@@ -871,6 +912,9 @@ impl<C: StepCostModel> Replica<C> {
                     if need > self.kv.free {
                         c = ((have + self.kv.free) * bs - s.computed as u64) as u32;
                         if c == 0 {
+                            if attributing {
+                                self.step.stalled.push((i, s.req, Block::Kv));
+                            }
                             continue;
                         }
                     }
@@ -880,7 +924,15 @@ impl<C: StepCostModel> Replica<C> {
                     self.step.push_chunk(i, &self.running[i], c);
                     budget -= c;
                 }
-                if !preempted {
+                if attributing {
+                    // The budget ran out before these prefilling sequences.
+                    for &i in &self.prefilling[k..] {
+                        self.step.stalled.push((i, self.running[i].req, Block::Budget));
+                    }
+                }
+                if preempted {
+                    self.clocks.block = Block::Kv;
+                } else {
                     while budget > 0
                         && self.running.len() < self.max_running()
                         && self.try_admit(
@@ -891,6 +943,11 @@ impl<C: StepCostModel> Replica<C> {
                         )
                     {
                         budget -= self.step.last_chunk();
+                    }
+                    if budget == 0 {
+                        self.clocks.block = Block::Budget;
+                    } else if self.running.len() >= self.max_running() {
+                        self.clocks.block = Block::BatchFull;
                     }
                 }
                 if prefill_only && self.step.chunks.is_empty() {
@@ -912,6 +969,9 @@ impl<C: StepCostModel> Replica<C> {
                     budget = budget.saturating_sub(self.step.last_chunk());
                     first = false;
                 }
+                if !admit || self.running.len() >= self.max_running() {
+                    self.clocks.block = Block::BatchFull;
+                }
                 if self.step.chunks.is_empty() {
                     self.reserve_decode_blocks(now, sinks);
                     self.step.decodes = self.decode.n > 0;
@@ -930,6 +990,7 @@ impl<C: StepCostModel> Replica<C> {
                     // Prefill pool: the cache is full of KV being transferred;
                     // a transfer's end wakes the replica.
                     self.step.busy = false;
+                    self.wait_reason(now, sinks, Part::WaitKv);
                     return None;
                 }
                 if self.running.is_empty() {
@@ -946,13 +1007,98 @@ impl<C: StepCostModel> Replica<C> {
             if let Some((blocks, t)) = self.swap.take_step() {
                 // Copies between host and GPU memory in this step.
                 self.step.cost.time += t;
+                self.step.swap_time = t;
                 self.stats.swap_time += t;
                 self.stats.swapped_blocks += blocks;
+            }
+            if sinks.records.attributing() {
+                let records = &sinks.records;
+                let reason = match self.waiting.front(|r| records.refused(r)) {
+                    None => Part::WaitStep,
+                    Some(_) => self.clocks.block.part(self.step.batch.prefill_tokens, self.step_decode_tokens()),
+                };
+                self.clocks.switch(now, reason);
             }
             self.step.busy = true;
             self.step.start = now;
             let end = now + self.step.cost.time;
             return Some(end);
+        }
+    }
+
+    /// Attribution: from `now` on, requests waiting here wait for `reason`.
+    fn wait_reason(&mut self, now: f64, sinks: &Sinks, reason: Part) {
+        if sinks.records.attributing() {
+            self.clocks.switch(now, reason);
+        }
+    }
+
+    /// Tokens the decodes take from the step's budget.
+    fn step_decode_tokens(&self) -> u64 {
+        if self.step.decodes { self.decode.n as u64 * (1 + self.p.spec_k) as u64 } else { 0 }
+    }
+
+    /// Attribution of the step just ended (at `t_end`), before its results
+    /// are applied: the decode clocks advance by the decodes' own compute,
+    /// their stall and the swap copies; each prompt chunk is charged what it
+    /// would have cost alone as its own compute and the rest of the step as
+    /// interference; prefilling sequences left out of the step wait for the
+    /// reason they were left out.
+    fn attribute_step(&mut self, t_end: f64, sinks: &mut Sinks) {
+        let dt = t_end - self.step.start;
+        let swap = self.step.swap_time;
+        let compute = dt - swap;
+        let b = self.step.batch;
+        if self.step.decodes {
+            let own = if self.step.chunks.is_empty() {
+                compute
+            } else {
+                let alone = StepBatch {
+                    decode_seqs: b.decode_seqs,
+                    decode_ctx_tokens: b.decode_ctx_tokens,
+                    logits: b.decode_seqs,
+                    spec_tokens: b.spec_tokens,
+                    ..StepBatch::default()
+                };
+                self.cost.predict(&alone).min(compute)
+            };
+            self.clocks.decode_step(own, compute - own, swap);
+        } else {
+            self.clocks.decode_step(0.0, compute, swap);
+        }
+        for &(i, c) in &self.step.chunks {
+            let s = self.running[i];
+            if sinks.records[s.req as usize].first_token.is_nan() {
+                let (p, cf) = (s.computed as f64, c as f64);
+                let alone = StepBatch {
+                    prefill_tokens: c as u64,
+                    prefill_seqs: 1,
+                    prefill_attn_pairs: cf * p + cf * (cf + 1.0) / 2.0,
+                    prefill_ctx_tokens: p,
+                    logits: (s.computed + c == s.target && s.output > 0) as u32,
+                    ..StepBatch::default()
+                };
+                let own = self.cost.predict(&alone).min(compute);
+                let a = sinks.records.attr(s.req);
+                a.parts[Part::Prefill.idx()] += own;
+                a.parts[Part::Interference.idx()] += dt - own;
+            } else {
+                // Recomputing after a preemption while decoding.
+                sinks.records.attr(s.req).parts[Part::DecodePreempted.idx()] += dt;
+            }
+        }
+        let decode_tokens = self.step_decode_tokens();
+        for &(i, req, block) in &self.step.stalled {
+            let s = &self.running[i];
+            if s.phase != Phase::Prefill || s.req != req {
+                continue; // preempted while the step was formed
+            }
+            let part = if sinks.records[req as usize].first_token.is_nan() {
+                block.part(b.prefill_tokens, decode_tokens)
+            } else {
+                Part::DecodePreempted
+            };
+            sinks.records.attr(req).parts[part.idx()] += dt;
         }
     }
 
@@ -1008,6 +1154,9 @@ impl<C: StepCostModel> Replica<C> {
             // Finish the step in flight (pure decode, no completion).
             *area += in_system as f64 * (end - self.step.start);
             self.account_step(end);
+            if sinks.records.attributing() {
+                self.clocks.decode_step(end - self.step.start, 0.0, 0.0);
+            }
             self.pending_tokens -= self.decode.n as u64;
             let gap = end - self.decode.last_end;
             for (h, &n) in sinks.itl.iter_mut().zip(&self.decode.n_class) {
@@ -1039,6 +1188,10 @@ impl<C: StepCostModel> Replica<C> {
     /// returns the next step's end time, if any.
     pub fn finish_step(&mut self, t_end: f64, sinks: &mut Sinks) -> Option<f64> {
         self.account_step(t_end);
+        let attributing = sinks.records.attributing();
+        if attributing {
+            self.attribute_step(t_end, sinks);
+        }
         self.pending_tokens -= self.step.batch.prefill_tokens + self.step.batch.decode_seqs as u64;
         if self.step.decodes {
             // Sequences that joined the decode group at the previous step's
@@ -1051,6 +1204,12 @@ impl<C: StepCostModel> Replica<C> {
                 let first = r.first_token.is_nan();
                 if first {
                     r.first_token = t_end;
+                    if attributing {
+                        // Its first decode step (on a decode pool) gave its first token.
+                        let a = sinks.records.attr(s.req);
+                        self.clocks.close_decode(a, true);
+                        self.clocks.open_decode(a, false);
+                    }
                 }
                 if s.measured {
                     self.itl_counts[s.class as usize] -= 1;
@@ -1074,6 +1233,9 @@ impl<C: StepCostModel> Replica<C> {
                 let s = self.running[i];
                 if s.version == version && s.phase == Phase::Decode {
                     Self::span(sinks, s.req, SpanKind::Decode, s.last_token, t_end);
+                    if attributing {
+                        self.clocks.close_decode(sinks.records.attr(s.req), false);
+                    }
                     let kv = s.kv0 as u64 + (s.output - s.generated) as u64;
                     let blocks = self.leave_decode(i);
                     self.complete(t_end, i, blocks, kv, s.output, sinks);
@@ -1134,10 +1296,16 @@ impl<C: StepCostModel> Replica<C> {
                 // the first output token again, in its first step.
                 r.generated = s.generated - 1;
                 r.last_token = t_end;
+                if attributing {
+                    sinks.records.attr(s.req).mark = t_end;
+                }
                 sinks.handoffs.push(s.req);
                 continue;
             }
             self.join_decode(i, t_end);
+            if attributing {
+                self.clocks.open_decode(sinks.records.attr(s.req), false);
+            }
         }
         self.step.chunks = chunks;
         self.step.chunks.clear();

@@ -19,6 +19,11 @@ pub(super) struct Step {
     pub(super) batch: StepBatch,
     /// What it costs.
     pub(super) cost: StepCost,
+    /// Of its time, swap copies, s.
+    pub(super) swap_time: f64,
+    /// Attribution: prefilling sequences with no chunk in it (slot,
+    /// request, why), when attributing.
+    pub(super) stalled: Vec<(u32, u32, super::attribution::Block)>,
 }
 
 impl Step {
@@ -28,6 +33,8 @@ impl Step {
         self.batch = StepBatch::default();
         self.chunks.clear();
         self.decodes = false;
+        self.swap_time = 0.0;
+        self.stalled.clear();
     }
 
     /// Adds `c` prompt tokens of sequence `s` (in slot `i`) to the step.

@@ -1,8 +1,11 @@
 //! `requests.csv`: one row per request with every timestamp and derived
 //! latency. Times are in seconds and latencies in milliseconds, both rounded
-//! to the microsecond; an empty cell means "did not happen".
+//! to the microsecond; an empty cell means "did not happen". A run with
+//! latency attribution (`run --attribution`) adds one column per part,
+//! `part_<name>_ms` ([`crate::metrics::Part`]), to the nanosecond: the
+//! parts before the first token add up to `ttft_ms`, all of them to `e2el_ms`.
 
-use crate::metrics::{RequestRecord, Status};
+use crate::metrics::{Part, Parts, RequestRecord, Status};
 use rayon::prelude::*;
 use std::io::{self, Write};
 
@@ -62,7 +65,20 @@ fn int(out: &mut Vec<u8>, ib: &mut itoa::Buffer, x: u64) {
     out.push(b',');
 }
 
-fn row(line: &mut Vec<u8>, ib: &mut itoa::Buffer, id: usize, r: &RequestRecord, ctx: &Ctx, slo_met: Option<bool>) {
+/// The name of the column of a latency part.
+pub fn part_column(p: Part) -> String {
+    format!("part_{}_ms", p.as_str())
+}
+
+fn row(
+    line: &mut Vec<u8>,
+    ib: &mut itoa::Buffer,
+    id: usize,
+    r: &RequestRecord,
+    parts: Option<&Parts>,
+    ctx: &Ctx,
+    slo_met: Option<bool>,
+) {
     let warmup = ctx.warmup;
     int(line, ib, id as u64);
     if r.replica != u32::MAX {
@@ -105,6 +121,13 @@ fn row(line: &mut Vec<u8>, ib: &mut itoa::Buffer, id: usize, r: &RequestRecord, 
     }
     int(line, ib, r.prefix as u64);
     line.push(if r.clipped { b'1' } else { b'0' });
+    if let Some(parts) = parts {
+        line.push(b',');
+        for &x in parts {
+            fixed(line, ib, x * 1e3, 6);
+        }
+        line.pop();
+    }
     line.push(b'\n');
 }
 
@@ -118,6 +141,7 @@ const BATCH: usize = BLOCK * 8;
 fn write_rows(
     w: &mut dyn Write,
     records: &[RequestRecord],
+    parts: &[Parts],
     first_id: usize,
     ctx: &Ctx,
     slo_met: &(impl Fn(&RequestRecord) -> Option<bool> + Sync),
@@ -129,7 +153,8 @@ fn write_rows(
             let mut ib = itoa::Buffer::new();
             let mut out = Vec::with_capacity(chunk.len() * 128);
             for (k, r) in chunk.iter().enumerate() {
-                row(&mut out, &mut ib, first_id + b * BLOCK + k, r, ctx, slo_met(r));
+                let p = parts.get(b * BLOCK + k);
+                row(&mut out, &mut ib, first_id + b * BLOCK + k, r, p, ctx, slo_met(r));
             }
             out
         })
@@ -140,25 +165,33 @@ fn write_rows(
     Ok(())
 }
 
-fn header(w: &mut dyn Write) -> io::Result<()> {
+fn header(w: &mut dyn Write, attribution: bool) -> io::Result<()> {
     w.write_all(COLUMNS.join(",").as_bytes())?;
+    if attribution {
+        for p in Part::ALL {
+            write!(w, ",{}", part_column(p))?;
+        }
+    }
     w.write_all(b"\n")
 }
 
-/// Writes the CSV of every record of a run.
+/// Writes the CSV of every record of a run, with their latency `parts`
+/// (by id) when the run attributed them (else `parts` is empty).
 /// `slo_met(record)` says whether a completed request met its SLOs (None: no
 /// SLOs); `classes` names the class indices.
 pub fn write_requests_csv(
     w: &mut dyn Write,
     records: &[RequestRecord],
+    parts: &[Parts],
     warmup: f64,
     classes: &[String],
     slo_met: impl Fn(&RequestRecord) -> Option<bool> + Sync,
 ) -> io::Result<()> {
     let ctx = Ctx { warmup, classes };
-    header(w)?;
+    header(w, !parts.is_empty())?;
     for (g, recs) in records.chunks(BATCH).enumerate() {
-        write_rows(w, recs, g * BATCH, &ctx, &slo_met)?;
+        let p = parts.get(g * BATCH..(g * BATCH + recs.len()).min(parts.len())).unwrap_or(&[]);
+        write_rows(w, recs, p, g * BATCH, &ctx, &slo_met)?;
     }
     Ok(())
 }
@@ -173,6 +206,8 @@ pub struct RequestsCsv {
     path: std::path::PathBuf,
     w: io::BufWriter<std::fs::File>,
     buf: Vec<RequestRecord>,
+    /// Their latency parts (attribution on).
+    buf_parts: Vec<Parts>,
     /// Id of `buf[0]`.
     first_id: usize,
     warmup: f64,
@@ -187,11 +222,12 @@ impl RequestsCsv {
         let fail = |e: io::Error| crate::Error::Runtime(format!("cannot write {}: {e}", path.display()));
         let f = std::fs::File::create(path).map_err(fail)?;
         let mut w = io::BufWriter::with_capacity(1 << 20, f);
-        header(&mut w).map_err(fail)?;
+        header(&mut w, setup.attribution).map_err(fail)?;
         Ok(RequestsCsv {
             path: path.to_path_buf(),
             w,
             buf: Vec::with_capacity(BATCH),
+            buf_parts: Vec::new(),
             first_id: 0,
             warmup: setup.scenario.warmup_s,
             classes: setup.workload.classes.iter().map(|c| c.name.clone()).collect(),
@@ -205,12 +241,13 @@ impl RequestsCsv {
             let ctx = Ctx { warmup: self.warmup, classes: &self.classes };
             let workload = &self.workload;
             let slo = |r: &RequestRecord| crate::metrics::slo_met(workload, r);
-            if let Err(e) = write_rows(&mut self.w, &self.buf, self.first_id, &ctx, &slo) {
+            if let Err(e) = write_rows(&mut self.w, &self.buf, &self.buf_parts, self.first_id, &ctx, &slo) {
                 self.error = Some(e);
             }
         }
         self.first_id += self.buf.len();
         self.buf.clear();
+        self.buf_parts.clear();
     }
 
     /// Writes what is buffered and syncs the file; the first error met, if any.
@@ -225,9 +262,12 @@ impl RequestsCsv {
 }
 
 impl crate::sim::RecordSink for RequestsCsv {
-    fn record(&mut self, id: u32, r: &RequestRecord) {
+    fn record(&mut self, id: u32, r: &RequestRecord, parts: Option<&Parts>) {
         debug_assert_eq!(id as usize, self.first_id + self.buf.len(), "records arrive in id order");
         self.buf.push(*r);
+        if let Some(p) = parts {
+            self.buf_parts.push(*p);
+        }
         if self.buf.len() == BATCH {
             self.flush_rows();
         }

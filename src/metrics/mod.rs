@@ -1,6 +1,7 @@
 //! What the simulation observed, and how it is summarised.
 
 pub mod hist;
+pub mod parts;
 mod record;
 pub mod stability;
 pub mod stats;
@@ -8,6 +9,7 @@ mod summary;
 pub mod tally;
 
 pub use hist::LogHistogram;
+pub use parts::{Attr, NUM_PARTS, Part, Parts};
 pub use record::{LiveRecords, RecordSample, RejectReason, RequestRecord, Status};
 pub use summary::{
     ClassMap, ClassSummary, CostSummary, KvSummary, LatencyMetric, LittlesLaw, RequestMetrics, SloSummary, Summary,

@@ -162,6 +162,10 @@ pub struct LiveRecords {
     base: usize,
     /// Most records held at once.
     peak: usize,
+    /// Latency attribution ([`super::parts`]): one entry per slot when on,
+    /// none when off.
+    attrs: Vec<super::parts::Attr>,
+    attributing: bool,
 }
 
 impl LiveRecords {
@@ -175,9 +179,30 @@ impl LiveRecords {
         self.len() == 0
     }
 
+    /// An empty window that also keeps each request's latency parts.
+    pub fn with_attribution(on: bool) -> Self {
+        LiveRecords { attributing: on, ..LiveRecords::default() }
+    }
+
+    /// Whether each request's latency parts are kept.
+    #[inline]
+    pub fn attributing(&self) -> bool {
+        self.attributing
+    }
+
+    /// The attribution state of request `id` (in the window; attribution on).
+    #[inline]
+    pub fn attr(&mut self, id: u32) -> &mut super::parts::Attr {
+        debug_assert!(id as usize >= self.base + self.start, "request {id} was already retired");
+        &mut self.attrs[id as usize - self.base]
+    }
+
     /// Records a new request under the next id.
     pub fn push(&mut self, r: RequestRecord) {
         self.slots.push(r);
+        if self.attributing {
+            self.attrs.push(super::parts::Attr::default());
+        }
         self.peak = self.peak.max(self.slots.len() - self.start);
     }
 
@@ -202,17 +227,20 @@ impl LiveRecords {
 
     /// Hands the finished requests at the front of the window to `out`, in
     /// id order, and forgets them; stops at the first one still in flight.
-    pub fn retire(&mut self, mut out: impl FnMut(u32, &RequestRecord)) {
+    pub fn retire(&mut self, mut out: impl FnMut(u32, &RequestRecord, Option<&super::Parts>)) {
         while let Some(r) = self.slots.get(self.start) {
             if r.status == Status::InFlight {
                 break;
             }
-            out((self.base + self.start) as u32, r);
+            out((self.base + self.start) as u32, r, self.attrs.get(self.start).map(|a| &a.parts));
             self.start += 1;
         }
         // Compact once the retired prefix outweighs the live part (amortised O(1)).
         if self.start >= 4096 && self.start * 2 >= self.slots.len() {
             self.slots.drain(..self.start);
+            if self.attributing {
+                self.attrs.drain(..self.start);
+            }
             self.base += self.start;
             self.start = 0;
         }
@@ -220,12 +248,13 @@ impl LiveRecords {
 
     /// Hands every record still held to `out`, in id order (the end of a run:
     /// requests still in flight included).
-    pub fn retire_all(&mut self, mut out: impl FnMut(u32, &RequestRecord)) {
+    pub fn retire_all(&mut self, mut out: impl FnMut(u32, &RequestRecord, Option<&super::Parts>)) {
         for (i, r) in self.slots[self.start..].iter().enumerate() {
-            out((self.base + self.start + i) as u32, r);
+            out((self.base + self.start + i) as u32, r, self.attrs.get(self.start + i).map(|a| &a.parts));
         }
         self.base += self.slots.len();
         self.slots.clear();
+        self.attrs.clear();
         self.start = 0;
     }
 }

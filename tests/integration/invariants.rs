@@ -218,7 +218,7 @@ fn random_valid_scenarios_keep_the_invariants() {
         assert!(value["p50_ttft_ms"].is_number() || summary.metrics.completed == 0, "case {case}: no TTFT\n{text}");
         let classes: Vec<String> = s.workload.classes.iter().map(|c| c.name.clone()).collect();
         let mut csv = Vec::new();
-        servesim::export::write_requests_csv(&mut csv, &out.records, s.scenario.warmup_s, &classes, |_| None).unwrap();
+        servesim::export::write_requests_csv(&mut csv, &out.records, &[], s.scenario.warmup_s, &classes, |_| None).unwrap();
         let csv = String::from_utf8(csv).unwrap();
         assert!(!csv.contains("NaN") && !csv.contains("inf"), "case {case}: NaN or inf in requests.csv\n{text}");
         assert!(summary.kv_cache.peak_occupancy <= 1.0, "case {case}\n{text}");

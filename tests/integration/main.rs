@@ -3,6 +3,7 @@
 //! helpers they share.
 
 mod architecture;
+mod attribution;
 mod claims;
 mod cli;
 mod cluster;

@@ -50,7 +50,7 @@ fn a_streamed_run_writes_the_same_summary_and_csv_as_a_kept_one() {
     let mut want = Vec::new();
     let workload = s.workload.clone();
     let classes: Vec<String> = workload.classes.iter().map(|c| c.name.clone()).collect();
-    servesim::export::write_requests_csv(&mut want, &kept.output.records, s.scenario.warmup_s, &classes, |r| {
+    servesim::export::write_requests_csv(&mut want, &kept.output.records, &[], s.scenario.warmup_s, &classes, |r| {
         servesim::metrics::slo_met(&workload, r)
     })
     .unwrap();
