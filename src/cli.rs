@@ -52,6 +52,8 @@ enum Command {
     Report(PlotArgs),
     /// Redraw the charts of a results folder (a run or a sweep).
     Plot(PlotArgs),
+    /// Read a run backwards: which parts of their latency made the slowest requests slow, what caused them, and a change tested with common random numbers.
+    Explain(ExplainArgs),
     /// Measure simulator speed and memory (see README, "Speed").
     Bench(crate::bench::BenchArgs),
     /// Compare servesim's predictions with every reference data set shipped in validation/.
@@ -60,6 +62,49 @@ enum Command {
     Calibrate(CalibrateArgs),
     /// Measure the overload test's error rates on queues of known load (docs/stability.md).
     StabilityTable(StabilityTableArgs),
+    /// A local web page to feel the latency–throughput tradeoff: controls re-simulate and redraw (docs/playground.md).
+    Playground(PlaygroundArgs),
+}
+
+#[derive(Debug, Args)]
+struct ExplainArgs {
+    /// A results folder written by `servesim run` (its run is simulated again
+    /// from the manifest and checked against its summary.json), or a scenario file.
+    target: PathBuf,
+    /// Override a scenario key when TARGET is a scenario file (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Folder with llm/, gpu/ and engine/ TOML files read on top of the built-in catalogue.
+    #[arg(long, value_name = "DIR")]
+    models: Option<PathBuf>,
+    /// Seeds per what-if (each runs the scenario with and without the change).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(2..=100))]
+    replications: u32,
+    /// Only the analysis: do not test the suggested changes.
+    #[arg(long)]
+    no_what_if: bool,
+    /// Print the explanation as JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct PlaygroundArgs {
+    /// Scenario TOML file.
+    #[arg(default_value = "scenarios/quickstart.toml")]
+    scenario: PathBuf,
+    /// Override a scenario key, e.g. --set workload.rate=12 (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Folder with llm/, gpu/ and engine/ TOML files read on top of the built-in catalogue.
+    #[arg(long, value_name = "DIR")]
+    models: Option<PathBuf>,
+    /// Port on 127.0.0.1 (0: any free port).
+    #[arg(long, default_value_t = crate::playground::DEFAULT_PORT)]
+    port: u16,
+    /// Print the URL without opening a browser.
+    #[arg(long)]
+    no_open: bool,
 }
 
 #[derive(Debug, Args)]
@@ -361,8 +406,14 @@ fn dispatch(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Bench(a) => crate::bench::main(a),
+        Command::Explain(a) => cmd_explain(a),
         Command::Validate(a) => cmd_validate(a),
         Command::StabilityTable(a) => cmd_stability_table(a),
+        Command::Playground(a) => {
+            let catalog = open_catalog(a.models.as_deref())?;
+            let pg = crate::playground::Playground::new(&a.scenario, &a.set, catalog)?;
+            crate::playground::run_cli(pg, a.port, !a.no_open)
+        }
         Command::Calibrate(a) => cmd_calibrate(a),
         Command::Sweep(a) => cmd_sweep(a),
         Command::Merge(a) => {
@@ -521,6 +572,39 @@ fn load(a: &ScenarioArgs, seed: Option<u64>) -> Result<(LoadedScenario, Setup)> 
     }
     let setup = resolve(&loaded.scenario, &catalog).map_err(|e| loaded.locate(e))?;
     Ok((loaded, setup))
+}
+
+fn cmd_explain(a: ExplainArgs) -> Result<()> {
+    let opts = crate::explain::Options { replications: a.replications, what_if: !a.no_what_if };
+    let catalog = std::sync::Arc::new(open_catalog(a.models.as_deref())?);
+    let x = if a.target.is_dir() {
+        if !a.set.is_empty() {
+            return Err(ConfigError::new("--set applies to a scenario file, not to a results folder")
+                .hint("explain the folder as it was run, or pass the scenario file with --set")
+                .into());
+        }
+        let (x, _) = crate::explain::explain_folder(&a.target, &catalog, opts)?;
+        crate::explain::write_explanation(&a.target, &x)?;
+        x
+    } else {
+        let loaded = load_scenario_with(&a.target, &a.set, &catalog)?;
+        let mut setup = resolve(&loaded.scenario, &catalog).map_err(|e| loaded.locate(e))?;
+        crate::explain::folder::check_size(&setup)?;
+        setup.attribution = true;
+        let rep = crate::run_setup(&setup, setup.scenario.seed);
+        rep.check().map_err(|e| loaded.locate(e))?;
+        crate::explain::explain(&rep, &loaded, &catalog, opts)?
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&x).map_err(|e| crate::Error::Runtime(e.to_string()))?);
+    } else {
+        print!("{}", crate::explain::text(&x));
+        if a.target.is_dir() {
+            println!("written: {}", a.target.join("explain.json").display());
+            println!("report: {}", a.target.join("report.html").display());
+        }
+    }
+    Ok(())
 }
 
 fn cmd_run(a: RunArgs) -> Result<()> {

@@ -39,7 +39,9 @@
 //! process-wide cache in [`workload::plan`]; [`sweep`] (appends
 //! `points.jsonl` as points finish, writes the sweep files); [`plot`] and
 //! [`export`] (charts and output files); [`validate`] and [`calibrate`]
-//! (their data sets); [`bench`]. The simulation itself — [`sim`],
+//! (their data sets); [`bench`]; [`explain`] (a results folder's
+//! manifest and summary, and the explanation it writes back); [`playground`]
+//! (a loopback-only HTTP server). The simulation itself — [`sim`],
 //! [`engine`], [`cluster`], [`cost`], [`memory`], [`metrics`] and the
 //! request [`workload::Source`] — does no I/O: a resolved [`Setup`] and a
 //! seed determine the run.
@@ -68,11 +70,13 @@ pub mod cost;
 pub mod detection;
 pub mod engine;
 pub mod error;
+pub mod explain;
 pub mod export;
 pub mod limits;
 pub mod memory;
 pub mod metrics;
 pub mod plan;
+pub mod playground;
 pub mod plot;
 pub mod resolve;
 pub mod rng;

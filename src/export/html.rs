@@ -87,6 +87,22 @@ fn stats_row(o: &mut String, s: &Value, label: &str, key: &str) {
     );
 }
 
+/// "Reading it backwards": the explanation `servesim explain` left in the
+/// folder (explain.json, attribution.svg), or how to get one.
+fn reading_backwards(dir: &Path) -> Result<String> {
+    if !dir.join("explain.json").exists() {
+        return Ok("<h2 id=\"reading-it-backwards\">Reading it backwards</h2><p class=\"note\">Why the tail is slow, \
+                   traced back to its causes with a tested suggestion: run <code>servesim explain</code> on this folder \
+                   (it adds the analysis here).</p>"
+            .into());
+    }
+    let p = dir.join("explain.json");
+    let t = std::fs::read_to_string(&p).map_err(|e| ConfigError::new(format!("cannot read {}: {e}", p.display())))?;
+    let x: crate::explain::Explanation =
+        serde_json::from_str(&t).map_err(|e| ConfigError::new(format!("{}: {e}", p.display())))?;
+    Ok(crate::explain::html(&x, &svg(dir, "attribution")))
+}
+
 /// The run page.
 fn run_page(dir: &Path) -> Result<String> {
     let s = read_json(dir, "summary.json")?;
@@ -262,6 +278,7 @@ fn run_page(dir: &Path) -> Result<String> {
             3
         ),
     );
+    o += &reading_backwards(dir)?;
     Ok(page(&format!("servesim: {name}"), &o))
 }
 

@@ -41,7 +41,9 @@ pub fn write_run_files(dir: &Path, loaded: &LoadedScenario, rep: &crate::Report,
                 return Ok(());
             }
             write_atomic(&dir.join("requests.csv"), |w| {
-                write_requests_csv(w, records, &out.parts, warmup, &class_names, |r| crate::metrics::slo_met(&workload, r))
+                write_requests_csv(w, records, &out.parts, warmup, &class_names, |r| {
+                    crate::metrics::slo_met(&workload, r)
+                })
             })
         },
         || -> Result<()> {

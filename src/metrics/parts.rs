@@ -26,10 +26,10 @@
 //! would have cost with its decodes alone. The rest of the step is
 //! interference.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One part of a request's latency.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Part {
     /// Arrival to admission: tokenisation and the front-end workers' queue.

@@ -164,6 +164,10 @@ pub struct GanttRow {
     pub first_token: Option<f64>,
 }
 
+/// One panel of stacked bars: title, x-axis label (with unit), and rows of
+/// (label, one value per category), top to bottom.
+pub type StackPanel = (String, String, Vec<(String, Vec<f64>)>);
+
 /// What to draw.
 #[derive(Clone)]
 pub enum Figure {
@@ -186,6 +190,16 @@ pub enum Figure {
         x_label: String,
         /// One row per request, top to bottom.
         rows: Vec<GanttRow>,
+    },
+    /// Panels of horizontal stacked bars, one above the other, each with
+    /// its own scale: each row splits its total into categories.
+    Stacked {
+        /// Figure title.
+        title: String,
+        /// Category names and colours, in stacking order.
+        categories: Vec<(String, RGBColor)>,
+        /// Per panel: (title, x-axis label, rows of (label, one value per category)).
+        panels: Vec<StackPanel>,
     },
 }
 
@@ -484,6 +498,71 @@ fn draw_gantt<DB: DrawingBackend>(
     Ok(())
 }
 
+fn draw_stacked<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    (title, x_label, rows): &StackPanel,
+    categories: &[(String, RGBColor)],
+) -> DrawResult<DB> {
+    let total = rows.iter().map(|r| r.1.iter().filter(|v| v.is_finite()).sum::<f64>()).fold(0.0f64, f64::max);
+    let n = rows.len().max(1) as f64;
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, (FONT, 17))
+        .margin(10)
+        .x_label_area_size(44)
+        .y_label_area_size(150)
+        .build_cartesian_2d(0.0..(total * 1.45).max(1e-9), -0.5..n - 0.5)?;
+    let labels: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .label_style((FONT, 11))
+        .axis_desc_style((FONT, 13))
+        .x_label_formatter(&|v| human(*v))
+        .y_labels(rows.len())
+        .y_label_formatter(&|v| {
+            let i = (n - 1.0 - *v).round();
+            if (n - 1.0 - *v - i).abs() < 0.01 && i >= 0.0 && (i as usize) < labels.len() {
+                labels[i as usize].clone()
+            } else {
+                String::new()
+            }
+        })
+        .disable_y_mesh()
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()?;
+    for (k, (name, color)) in categories.iter().enumerate() {
+        if rows.iter().all(|r| r.1.get(k).is_none_or(|v| v.is_nan() || *v <= 0.0)) {
+            continue;
+        }
+        let color = *color;
+        let rects: Vec<_> = rows
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| {
+                let v = *r.1.get(k)?;
+                if v.is_nan() || v <= 0.0 {
+                    return None;
+                }
+                let x0: f64 = r.1[..k].iter().filter(|v| v.is_finite() && **v > 0.0).sum();
+                let y = n - i as f64 - 1.0;
+                Some(Rectangle::new([(x0, y - 0.35), (x0 + v, y + 0.35)], color.filled()))
+            })
+            .collect();
+        chart
+            .draw_series(rects)?
+            .label(name.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.9))
+        .border_style(RGBColor(200, 200, 200))
+        .label_font((FONT, 11))
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()?;
+    Ok(())
+}
+
 fn draw_figure<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, f: &Figure) -> DrawResult<DB> {
     root.fill(&WHITE)?;
     match f {
@@ -495,6 +574,12 @@ fn draw_figure<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, f: &Figure) -> 
             }
         }
         Figure::Gantt { title, x_label, rows } => draw_gantt(&root, title, x_label, rows)?,
+        Figure::Stacked { title, categories, panels } => {
+            let inner = if title.is_empty() { root.clone() } else { root.titled(title, (FONT, 20))? };
+            for (a, p) in inner.split_evenly((panels.len().max(1), 1)).iter().zip(panels) {
+                draw_stacked(a, p, categories)?;
+            }
+        }
     }
     root.present()?;
     Ok(())
@@ -507,6 +592,7 @@ pub fn size_of(f: &Figure) -> (u32, u32) {
             ((if *cols >= 3 { 430 } else { 520 } * *cols as u32).max(900), 360 * *rows as u32 + 40)
         }
         Figure::Gantt { rows, .. } => (1100, (22 * rows.len() as u32 + 140).max(360)),
+        Figure::Stacked { panels, .. } => (1100, 280 * panels.len().max(1) as u32 + 40),
     }
 }
 

@@ -35,7 +35,7 @@ fn run(path: &Path, sets: &[&str], attribution: bool) -> Report {
 
 /// Checks the sums of one run; returns the total of each part over its
 /// completed requests.
-fn check_sums(name: &str, records: &[RequestRecord], parts: &[Parts]) -> Parts {
+pub(crate) fn check_sums(name: &str, records: &[RequestRecord], parts: &[Parts]) -> Parts {
     assert_eq!(records.len(), parts.len(), "{name}: one set of parts per record");
     let mut total = [0.0; servesim::metrics::NUM_PARTS];
     for (id, (r, p)) in records.iter().zip(parts).enumerate() {

@@ -130,8 +130,9 @@ fn offline_batch_starts_together() {
 /// routers, lengths, arrival processes, preemption modes and queue orders
 /// drawn from a seeded generator) each keep the invariants: conservation of
 /// requests and tokens, KV within capacity after every step
-/// (`simulate_checked`), monotone timestamps, exactly one terminal state, and
-/// no NaN or infinity anywhere in summary.json.
+/// (`simulate_checked`), monotone timestamps, exactly one terminal state,
+/// latency parts that add up to each TTFT and E2E, and no NaN or infinity
+/// anywhere in summary.json.
 #[test]
 fn random_valid_scenarios_keep_the_invariants() {
     use rand::{RngExt, SeedableRng};
@@ -190,8 +191,11 @@ fn random_valid_scenarios_keep_the_invariants() {
             // max_num_seqs with chunking): refused cleanly is fine too.
             continue;
         };
-        let Ok(s) = servesim::resolve(&loaded.scenario, &servesim::Catalog::builtin().unwrap()) else { continue };
+        let Ok(mut s) = servesim::resolve(&loaded.scenario, &servesim::Catalog::builtin().unwrap()) else { continue };
+        // Latency attribution on (it changes nothing): its parts must add up here too.
+        s.attribution = true;
         let mut out = simulate_checked(&s, s.scenario.seed);
+        crate::attribution::check_sums(&format!("case {case}\n{text}"), &out.records, &out.parts);
         let n = s.scenario.num_requests.unwrap() as usize;
         assert_eq!(out.records.len(), n, "case {case}: requests not conserved\n{text}");
         for (id, r) in out.records.iter().enumerate() {
@@ -218,7 +222,8 @@ fn random_valid_scenarios_keep_the_invariants() {
         assert!(value["p50_ttft_ms"].is_number() || summary.metrics.completed == 0, "case {case}: no TTFT\n{text}");
         let classes: Vec<String> = s.workload.classes.iter().map(|c| c.name.clone()).collect();
         let mut csv = Vec::new();
-        servesim::export::write_requests_csv(&mut csv, &out.records, &[], s.scenario.warmup_s, &classes, |_| None).unwrap();
+        servesim::export::write_requests_csv(&mut csv, &out.records, &[], s.scenario.warmup_s, &classes, |_| None)
+            .unwrap();
         let csv = String::from_utf8(csv).unwrap();
         assert!(!csv.contains("NaN") && !csv.contains("inf"), "case {case}: NaN or inf in requests.csv\n{text}");
         assert!(summary.kv_cache.peak_occupancy <= 1.0, "case {case}\n{text}");

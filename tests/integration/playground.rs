@@ -1,0 +1,220 @@
+//! The playground in a real browser: the server runs in-process on an
+//! ephemeral port of 127.0.0.1, headless Chromium loads the page and moves
+//! the rate slider as a user would (the page's `?drive=` hook dispatches the
+//! slider's `input` and `change` events, waits for the redraw and marks the
+//! body), and the dumped DOM must show the new numbers, the pinned
+//! baseline's paired differences, the current point higher up the hockey
+//! stick, and an export that `servesim run` reproduces to the last bit.
+//!
+//! Without a Chromium on the machine the browser part prints SKIPPED and
+//! passes (the HTTP checks still run), except under `CI=true`, where a
+//! missing browser is a failure (as in report_browser.rs).
+
+use servesim::Catalog;
+use servesim::playground::{Playground, serve};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Each Chromium is killed (with the processes it started) after this long.
+const BROWSER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The headline numbers the page and `summary.json` both hold: (page id, summary key).
+const COMPARED: [(&str, &str); 9] = [
+    ("p50-ttft", "median_ttft_ms"),
+    ("p99-ttft", "p99_ttft_ms"),
+    ("p50-tpot", "median_tpot_ms"),
+    ("p99-tpot", "p99_tpot_ms"),
+    ("p50-e2e", "median_e2el_ms"),
+    ("p99-e2e", "p99_e2el_ms"),
+    ("throughput", "request_throughput"),
+    ("output-throughput", "output_throughput"),
+    ("goodput", "request_goodput"),
+];
+
+/// Chromium under one of its usual names, on PATH or in /usr/bin.
+fn find_browser() -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> =
+        std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
+    dirs.push(PathBuf::from("/usr/bin"));
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .flat_map(|name| dirs.iter().map(move |d| d.join(name)))
+        .find(|p| p.is_file())
+}
+
+/// A plain HTTP/1.0 GET: (status, body).
+fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).unwrap();
+    let text = String::from_utf8(buf).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("GET {path}: no HTTP answer: {text}"));
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap();
+    (status, body.to_string())
+}
+
+/// Attribute `name` of the element with id `id` in an HTML text.
+fn attr(html: &str, id: &str, name: &str) -> Option<String> {
+    let at = html.find(&format!("id=\"{id}\""))?;
+    let start = html[..at].rfind('<')?;
+    let end = at + html[at..].find('>')?;
+    let tag = &html[start..end];
+    let k = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+    let v = &tag[k..];
+    Some(v[..v.find('"')?].replace("&quot;", "\"").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
+}
+
+/// The number in `data-value` of element `id`.
+fn value(html: &str, id: &str) -> f64 {
+    let v = attr(html, id, "data-value").unwrap_or_else(|| panic!("no data-value on #{id}"));
+    v.parse().unwrap_or_else(|_| panic!("#{id}: data-value {v:?} is not a number"))
+}
+
+/// Loads `url` headless with a fresh profile and returns (DOM, log) once the
+/// page's script has had up to 30 s of virtual time (paused while fetches
+/// are pending).
+fn load(browser: &Path, url: &str) -> (String, String) {
+    let work = tempfile::tempdir().unwrap();
+    let (out, err) = (work.path().join("stdout"), work.path().join("stderr"));
+    // Output goes to files, not pipes: the renderer and GPU processes inherit
+    // them, and a pipe held open by a straggler would hang the reader.
+    let mut child = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=30000",
+            "--window-size=1400,2000",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", work.path().join("profile").display()))
+        .arg(url)
+        .stdin(Stdio::null())
+        .stdout(File::create(&out).unwrap())
+        .stderr(File::create(&err).unwrap())
+        .process_group(0)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e}", browser.display()));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > BROWSER_TIMEOUT {
+            // The whole process group: the browser and the processes it started.
+            let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", child.id())]).status();
+            let _ = child.wait();
+            panic!("{} did not finish loading {url} within {BROWSER_TIMEOUT:?}", browser.display());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let log = String::from_utf8_lossy(&std::fs::read(&err).unwrap()).into_owned();
+    assert!(status.success(), "{} exited with {status} on {url}:\n{log}", browser.display());
+    (String::from_utf8_lossy(&std::fs::read(&out).unwrap()).into_owned(), log)
+}
+
+#[test]
+fn playground_redraws_in_a_browser_and_exports_what_the_cli_reproduces() {
+    let started = Instant::now();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let scenario = root.join("scenarios/quickstart.toml");
+    let pg = Playground::new(&scenario, &["num_requests=2000".into()], Catalog::builtin().unwrap()).unwrap();
+    let server = serve(pg, 0).unwrap();
+    let addr = server.addr();
+    assert!(addr.ip().is_loopback(), "the playground listens on {addr}, not on 127.0.0.1");
+
+    // The page as served, at the scenario's own settings: the numbers before any move.
+    let (status, page) = get(addr, "/");
+    assert_eq!(status, 200, "{page}");
+    let before = value(&page, "m-p99-ttft");
+    let cy_before: f64 = attr(&page, "hockey-current-p99", "cy").expect("no current-point marker").parse().unwrap();
+    assert!(page.contains("id=\"stages\"") && page.contains("Time to first token."), "no five stages");
+    assert_eq!(
+        page.matches("<svg class=\"chart\"").count(),
+        5,
+        "CDF, hockey stick, time series, timeline and the explanation's parts"
+    );
+    // The explain answer for the run on screen, with its tested what-ifs.
+    assert!(page.contains("id=\"explain\"") && page.contains("what it pays for") && page.contains("paired difference"));
+    assert_eq!(attr(&page, "s-rate", "value").as_deref(), Some("10"), "the rate slider starts at the scenario's rate");
+
+    // A bad value is a readable error, and the server goes on serving.
+    let (status, err) = get(addr, "/results?set=engine.max_num_seqs%3D0");
+    assert_eq!(status, 422);
+    assert!(err.contains("max_num_seqs") && err.contains("at least 1"), "unreadable error: {err}");
+    assert_eq!(get(addr, "/results?set=workload.rate%3Dfast").0, 422);
+    assert_eq!(get(addr, "/results").0, 200);
+
+    let Some(browser) = find_browser() else {
+        let ci = std::env::var("CI").as_deref() == Ok("true");
+        assert!(
+            !ci,
+            "CI=true and no headless Chromium found: .ci/run installs Debian's chromium package; did it fail?"
+        );
+        let _ = writeln!(std::io::stderr(), "SKIPPED: no headless Chromium found (install Debian's chromium package)");
+        return;
+    };
+
+    // Pin the scenario as the baseline, then drag the rate from 10 to 18 req/s.
+    let (dom, log) = load(&browser, &format!("http://{addr}/?drive=pin,rate:18"));
+    assert!(dom.contains("data-driven=\"done\""), "the drive did not finish; the DOM ends with:\n{}\n{log}", {
+        let tail: String = dom.chars().rev().take(2000).collect();
+        tail.chars().rev().collect::<String>()
+    });
+    let console: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE") || l.contains("Uncaught")).collect();
+    assert!(console.is_empty(), "console messages:\n{}", console.join("\n"));
+
+    // The numbers moved: a higher rate queues more.
+    let after = value(&dom, "m-p99-ttft");
+    assert!(after > before, "p99 TTFT did not rise with the rate: {before} ms -> {after} ms");
+    assert_ne!(value(&dom, "m-throughput"), value(&page, "m-throughput"), "throughput did not change");
+    // The baseline is the served page's run (same seed), the difference paired.
+    assert_eq!(value(&dom, "b-p99-ttft"), before, "the pinned baseline is not the scenario's run");
+    assert_eq!(value(&dom, "d-p99-ttft"), after - before);
+    // The current point climbed the hockey stick (SVG y grows downwards).
+    let cy_after: f64 = attr(&dom, "hockey-current-p99", "cy").expect("no current-point marker").parse().unwrap();
+    assert!(cy_after < cy_before, "the current point did not move up: cy {cy_before} -> {cy_after}");
+    assert_eq!(attr(&dom, "chart-hockey", "data-rate").as_deref(), Some("18"));
+
+    // Export what is on screen and run it on the command line.
+    let href = attr(&dom, "export-link", "href").expect("no export link");
+    assert!(href.contains("workload.rate"), "the export does not carry the moved rate: {href}");
+    let (status, toml) = get(addr, &href);
+    assert_eq!(status, 200, "{toml}");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("exported.toml");
+    std::fs::write(&file, &toml).unwrap();
+    let back = servesim::config::load_scenario(&file, &[]).unwrap_or_else(|e| panic!("{e}\n{toml}"));
+    assert_eq!((back.scenario.seed, back.scenario.num_requests), (7, Some(2000)));
+    assert_eq!(back.scenario.workload.rate, Some(18.0));
+    let out = dir.path().join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_servesim"))
+        .args(["run", file.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "servesim run {}: {}", file.display(), String::from_utf8_lossy(&o.stderr));
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    for (id, key) in COMPARED {
+        let cli = summary[key].as_f64().unwrap_or_else(|| panic!("summary.json has no {key}"));
+        assert_eq!(value(&dom, &format!("m-{id}")), cli, "{id}: the page and `servesim run` of the export differ");
+    }
+    assert_eq!(value(&dom, "m-slo"), summary["slo"]["attainment"].as_f64().unwrap());
+    assert_eq!(attr(&dom, "m-verdict", "data-value").as_deref(), summary["stability"]["verdict"].as_str());
+    server.stop();
+    eprintln!("playground checked in {:.1} s", started.elapsed().as_secs_f64());
+}
