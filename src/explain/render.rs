@@ -119,7 +119,7 @@ fn what_if_line(w: &super::WhatIf) -> String {
     } else {
         "inconclusive (the interval includes no change)"
     };
-    let cost = if w.cost_difference.mean.is_finite() && w.cost_difference.mean.abs() > 1e-9 {
+    let cost = if w.cost_difference.mean.is_finite() && w.cost_difference.mean.abs() >= 0.0005 {
         format!("; cost per million output tokens {}$", if w.cost_difference.mean >= 0.0 { "+" } else { "−" })
             + &format!("{:.3}", w.cost_difference.mean.abs())
     } else {

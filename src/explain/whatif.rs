@@ -173,6 +173,19 @@ pub fn candidates(c: &Cohort, rep: &crate::Report) -> Vec<Candidate> {
         }
         _ => {}
     }
+    // Classes that differ in priority, waiting in one first-come-first-served
+    // queue: let the urgent ones go first.
+    let classes = &rep.setup.workload.classes;
+    let waits = Part::WAITS.contains(&cause) || cause == Part::Interference;
+    if waits
+        && e.queue_order == crate::config::QueueOrder::Fcfs
+        && classes.iter().any(|k| k.priority != classes[0].priority)
+    {
+        add(
+            vec![("engine.queue_order", toml::Value::String("priority".into()))],
+            "urgent and background classes share one first-come-first-served queue: serve by class priority",
+        );
+    }
     if matches!(
         cause,
         Part::WaitBatchFull

@@ -87,6 +87,52 @@ fn stats_row(o: &mut String, s: &Value, label: &str, key: &str) {
     );
 }
 
+/// A request's life in five stages, in words, with the numbers of a run's
+/// summary (as JSON): the report's section, and the playground's.
+pub fn stages_html(s: &Value) -> String {
+    let ms = |k: &str| f(&s[k], 1);
+    format!(
+        "<ol class=\"stages\" id=\"stages\">\
+         <li><b>Arrival, preprocessing and queueing.</b> After {} ms of preprocessing (mean), a request waited {} ms in the replica's queue \
+         (median {} ms, p99 {} ms) before its first engine step. Requests waiting per replica, time-averaged: {}.</li>\
+         <li><b>Time to first token.</b> Median {} ms, p99 {} ms, worst {} ms: the user-visible cost of queueing plus the prompt's prefill, \
+         which shares each step with everyone else's decoding.</li>\
+         <li><b>Inter-token speed.</b> Median TPOT {} ms (≈ {} tokens/s per user); ITL p99 {} ms — the gaps when a step also carries \
+         a large prefill chunk.</li>\
+         <li><b>Completed work across the cluster.</b> {} requests completed and {} failed in {} s: {} req/s, {} output tokens/s \
+         ({} per GPU); GPU busy {}%, mean batch {} sequences, KV cache {}% full on average.</li>\
+         <li><b>Means hide tails.</b> Mean E2E {} ms but p99 {} ms; {} per million output tokens{}.</li></ol>",
+        ms("mean_preprocess_ms"),
+        ms("mean_queue_ms"),
+        ms("median_queue_ms"),
+        ms("p99_queue_ms"),
+        f(&s["utilisation"]["mean_waiting"], 2),
+        ms("median_ttft_ms"),
+        ms("p99_ttft_ms"),
+        ms("max_ttft_ms"),
+        ms("median_tpot_ms"),
+        s["median_tpot_ms"].as_f64().filter(|t| *t > 0.0).map_or("–".into(), |t| format!("{:.0}", 1000.0 / t)),
+        ms("p99_itl_ms"),
+        s["completed"],
+        s["failed"],
+        f(&s["duration"], 1),
+        f(&s["request_throughput"], 2),
+        f(&s["output_throughput"], 0),
+        f(&s["output_throughput_per_gpu"], 0),
+        f(&s["utilisation"]["gpu_busy_fraction"].as_f64().map(|x| x * 100.0).into(), 1),
+        f(&s["utilisation"]["mean_batch_size"], 1),
+        f(&s["kv_cache"]["mean_occupancy"].as_f64().map(|x| x * 100.0).into(), 1),
+        ms("mean_e2el_ms"),
+        ms("p99_e2el_ms"),
+        s["cost"]["usd_per_million_output_tokens"].as_f64().map_or("–".into(), |x| format!("${x:.3}")),
+        match s["slo"]["attainment"].as_f64() {
+            Some(a) =>
+                format!("; {:.2}% of requests met every SLO (goodput {} req/s)", a * 100.0, f(&s["request_goodput"], 2)),
+            None => String::new(),
+        }
+    )
+}
+
 /// "Reading it backwards": the explanation `servesim explain` left in the
 /// folder (explain.json, attribution.svg), or how to get one.
 fn reading_backwards(dir: &Path) -> Result<String> {
@@ -138,49 +184,8 @@ fn run_page(dir: &Path) -> Result<String> {
         esc(&meaning),
         esc(st["explanation"].as_str().unwrap_or(""))
     );
-    // The five stages, with this run's numbers.
-    let ms = |k: &str| f(&s[k], 1);
-    let _ = write!(
-        o,
-        "<h2>A request's life in this run</h2><ol class=\"stages\">\
-         <li><b>Arrival, preprocessing and queueing.</b> After {} ms of preprocessing (mean), a request waited {} ms in the replica's queue \
-         (median {} ms, p99 {} ms) before its first engine step. Requests waiting per replica, time-averaged: {}.</li>\
-         <li><b>Time to first token.</b> Median {} ms, p99 {} ms, worst {} ms: the user-visible cost of queueing plus the prompt's prefill, \
-         which shares each step with everyone else's decoding.</li>\
-         <li><b>Inter-token speed.</b> Median TPOT {} ms (≈ {} tokens/s per user); ITL p99 {} ms — the gaps when a step also carries \
-         a large prefill chunk.</li>\
-         <li><b>Completed work across the cluster.</b> {} requests completed and {} failed in {} s: {} req/s, {} output tokens/s \
-         ({} per GPU); GPU busy {}%, mean batch {} sequences, KV cache {}% full on average.</li>\
-         <li><b>Means hide tails.</b> Mean E2E {} ms but p99 {} ms; {} per million output tokens{}.</li></ol>",
-        ms("mean_preprocess_ms"),
-        ms("mean_queue_ms"),
-        ms("median_queue_ms"),
-        ms("p99_queue_ms"),
-        f(&s["utilisation"]["mean_waiting"], 2),
-        ms("median_ttft_ms"),
-        ms("p99_ttft_ms"),
-        ms("max_ttft_ms"),
-        ms("median_tpot_ms"),
-        s["median_tpot_ms"].as_f64().map_or("–".into(), |t| format!("{:.0}", 1000.0 / t)),
-        ms("p99_itl_ms"),
-        s["completed"],
-        s["failed"],
-        f(&s["duration"], 1),
-        f(&s["request_throughput"], 2),
-        f(&s["output_throughput"], 0),
-        f(&s["output_throughput_per_gpu"], 0),
-        f(&s["utilisation"]["gpu_busy_fraction"].as_f64().map(|x| x * 100.0).into(), 1),
-        f(&s["utilisation"]["mean_batch_size"], 1),
-        f(&s["kv_cache"]["mean_occupancy"].as_f64().map(|x| x * 100.0).into(), 1),
-        ms("mean_e2el_ms"),
-        ms("p99_e2el_ms"),
-        s["cost"]["usd_per_million_output_tokens"].as_f64().map_or("–".into(), |x| format!("${x:.3}")),
-        match s["slo"]["attainment"].as_f64() {
-            Some(a) =>
-                format!("; {:.2}% of requests met every SLO (goodput {} req/s)", a * 100.0, f(&s["request_goodput"], 2)),
-            None => String::new(),
-        }
-    );
+    o += "<h2>A request's life in this run</h2>";
+    o += &stages_html(&s);
     o += "<h2>Latency distributions</h2><table><tr><th class=\"l\">metric (ms)</th><th>mean</th><th>median</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th><th>samples</th></tr>";
     for (label, key) in [
         ("preprocessing", "preprocess"),

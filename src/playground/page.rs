@@ -694,54 +694,6 @@ fn headline_html(o: &mut String, s: &Value, base: Option<&Value>) {
     o.push_str("</table>");
 }
 
-/// A request's life in five stages, in words, with this run's numbers (the
-/// report's wording: `servesim report`).
-pub fn stages_html(s: &Value) -> String {
-    let f = |v: &Value, prec: usize| fmt(v.as_f64(), prec);
-    let ms = |k: &str| f(&s[k], 1);
-    let pct = |v: &Value| fmt(v.as_f64().map(|x| x * 100.0), 1);
-    format!(
-        "<ol class=\"stages\" id=\"stages\">\
-         <li><b>Arrival, preprocessing and queueing.</b> After {} ms of preprocessing (mean), a request waited {} ms in the replica's queue \
-         (median {} ms, p99 {} ms) before its first engine step. Requests waiting per replica, time-averaged: {}.</li>\
-         <li><b>Time to first token.</b> Median {} ms, p99 {} ms, worst {} ms: the user-visible cost of queueing plus the prompt's prefill, \
-         which shares each step with everyone else's decoding.</li>\
-         <li><b>Inter-token speed.</b> Median TPOT {} ms (≈ {} tokens/s per user); ITL p99 {} ms — the gaps when a step also carries \
-         a large prefill chunk.</li>\
-         <li><b>Completed work across the cluster.</b> {} requests completed and {} failed in {} s: {} req/s, {} output tokens/s \
-         ({} per GPU); GPU busy {}%, mean batch {} sequences, KV cache {}% full on average.</li>\
-         <li><b>Means hide tails.</b> Mean E2E {} ms but p99 {} ms; {} per million output tokens{}.</li></ol>",
-        ms("mean_preprocess_ms"),
-        ms("mean_queue_ms"),
-        ms("median_queue_ms"),
-        ms("p99_queue_ms"),
-        f(&s["utilisation"]["mean_waiting"], 2),
-        ms("median_ttft_ms"),
-        ms("p99_ttft_ms"),
-        ms("max_ttft_ms"),
-        ms("median_tpot_ms"),
-        s["median_tpot_ms"].as_f64().filter(|t| *t > 0.0).map_or("–".into(), |t| format!("{:.0}", 1000.0 / t)),
-        ms("p99_itl_ms"),
-        s["completed"],
-        s["failed"],
-        f(&s["duration"], 1),
-        f(&s["request_throughput"], 2),
-        f(&s["output_throughput"], 0),
-        f(&s["output_throughput_per_gpu"], 0),
-        pct(&s["utilisation"]["gpu_busy_fraction"]),
-        f(&s["utilisation"]["mean_batch_size"], 1),
-        pct(&s["kv_cache"]["mean_occupancy"]),
-        ms("mean_e2el_ms"),
-        ms("p99_e2el_ms"),
-        s["cost"]["usd_per_million_output_tokens"].as_f64().map_or("–".into(), |x| format!("${x:.3}")),
-        match s["slo"]["attainment"].as_f64() {
-            Some(a) =>
-                format!("; {:.2}% of requests met every SLO (goodput {} req/s)", a * 100.0, f(&s["request_goodput"], 2)),
-            None => String::new(),
-        }
-    )
-}
-
 /// The marks of the current configuration on the hockey stick.
 const CURRENT_P99: RGBColor = RGBColor(0, 0, 0);
 const CURRENT_P50: RGBColor = RGBColor(96, 96, 96);
@@ -889,7 +841,7 @@ pub(super) fn results_html(pg: &Playground, state: &State, v: &View, start: Inst
         None => o += "<p class=\"note\">Pin a configuration as the baseline to see the paired differences here.</p>",
     }
     o += "<h2>A request's life in this run</h2>";
-    o += &stages_html(&s);
+    o += &crate::export::stages_html(&s);
     let explain = explain_html(&v.explanation);
     if explain.is_empty() {
         o += "<div id=\"explain\"></div>";

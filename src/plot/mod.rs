@@ -413,6 +413,18 @@ fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> Dr
     Ok(())
 }
 
+/// The label of the row at `y` in a chart of horizontal rows (row i is
+/// centred on y = n − 1 − i); empty between rows.
+fn row_label(labels: &[String], y: f64) -> String {
+    let n = labels.len() as f64;
+    let i = (n - 1.0 - y).round();
+    if (n - 1.0 - y - i).abs() < 0.01 && i >= 0.0 && (i as usize) < labels.len() {
+        labels[i as usize].clone()
+    } else {
+        String::new()
+    }
+}
+
 fn draw_gantt<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     title: &str,
@@ -442,15 +454,7 @@ fn draw_gantt<DB: DrawingBackend>(
         .axis_desc_style((FONT, 13))
         .x_label_formatter(&|v| human(*v))
         .y_labels(rows.len())
-        .y_label_formatter(&|v| {
-            // Row i is centred on y = n − 1 − i.
-            let i = (n - 1.0 - *v).round();
-            if (n - 1.0 - *v - i).abs() < 0.01 && i >= 0.0 && (i as usize) < labels.len() {
-                labels[i as usize].clone()
-            } else {
-                String::new()
-            }
-        })
+        .y_label_formatter(&|v| row_label(&labels, *v))
         .disable_y_mesh()
         .light_line_style(RGBColor(235, 235, 235))
         .draw()?;
@@ -519,14 +523,7 @@ fn draw_stacked<DB: DrawingBackend>(
         .axis_desc_style((FONT, 13))
         .x_label_formatter(&|v| human(*v))
         .y_labels(rows.len())
-        .y_label_formatter(&|v| {
-            let i = (n - 1.0 - *v).round();
-            if (n - 1.0 - *v - i).abs() < 0.01 && i >= 0.0 && (i as usize) < labels.len() {
-                labels[i as usize].clone()
-            } else {
-                String::new()
-            }
-        })
+        .y_label_formatter(&|v| row_label(&labels, *v))
         .disable_y_mesh()
         .light_line_style(RGBColor(235, 235, 235))
         .draw()?;

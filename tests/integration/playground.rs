@@ -12,16 +12,11 @@
 
 use servesim::Catalog;
 use servesim::playground::{Playground, serve};
-use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// Each Chromium is killed (with the processes it started) after this long.
-const BROWSER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The headline numbers the page and `summary.json` both hold: (page id, summary key).
 const COMPARED: [(&str, &str); 9] = [
@@ -35,17 +30,6 @@ const COMPARED: [(&str, &str); 9] = [
     ("output-throughput", "output_throughput"),
     ("goodput", "request_goodput"),
 ];
-
-/// Chromium under one of its usual names, on PATH or in /usr/bin.
-fn find_browser() -> Option<PathBuf> {
-    let mut dirs: Vec<PathBuf> =
-        std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
-    dirs.push(PathBuf::from("/usr/bin"));
-    ["chromium", "chromium-browser", "google-chrome"]
-        .iter()
-        .flat_map(|name| dirs.iter().map(move |d| d.join(name)))
-        .find(|p| p.is_file())
-}
 
 /// A plain HTTP/1.0 GET: (status, body).
 fn get(addr: SocketAddr, path: &str) -> (u16, String) {
@@ -77,54 +61,11 @@ fn value(html: &str, id: &str) -> f64 {
     v.parse().unwrap_or_else(|_| panic!("#{id}: data-value {v:?} is not a number"))
 }
 
-/// Loads `url` headless with a fresh profile and returns (DOM, log) once the
-/// page's script has had up to 30 s of virtual time (paused while fetches
-/// are pending).
+/// Loads `url` headless and returns (DOM, log) once the page's script has
+/// had up to 30 s of virtual time (paused while fetches are pending).
 fn load(browser: &Path, url: &str) -> (String, String) {
-    let work = tempfile::tempdir().unwrap();
-    let (out, err) = (work.path().join("stdout"), work.path().join("stderr"));
-    // Output goes to files, not pipes: the renderer and GPU processes inherit
-    // them, and a pipe held open by a straggler would hang the reader.
-    let mut child = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--virtual-time-budget=30000",
-            "--window-size=1400,2000",
-            "--dump-dom",
-        ])
-        .arg(format!("--user-data-dir={}", work.path().join("profile").display()))
-        .arg(url)
-        .stdin(Stdio::null())
-        .stdout(File::create(&out).unwrap())
-        .stderr(File::create(&err).unwrap())
-        .process_group(0)
-        .spawn()
-        .unwrap_or_else(|e| panic!("{}: {e}", browser.display()));
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > BROWSER_TIMEOUT {
-            // The whole process group: the browser and the processes it started.
-            let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", child.id())]).status();
-            let _ = child.wait();
-            panic!("{} did not finish loading {url} within {BROWSER_TIMEOUT:?}", browser.display());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let log = String::from_utf8_lossy(&std::fs::read(&err).unwrap()).into_owned();
-    assert!(status.success(), "{} exited with {status} on {url}:\n{log}", browser.display());
-    (String::from_utf8_lossy(&std::fs::read(&out).unwrap()).into_owned(), log)
+    let extra = ["--virtual-time-budget=30000".to_string(), "--window-size=1400,2000".to_string()];
+    crate::common::browser::headless(browser, url, &extra)
 }
 
 #[test]
@@ -159,7 +100,7 @@ fn playground_redraws_in_a_browser_and_exports_what_the_cli_reproduces() {
     assert_eq!(get(addr, "/results?set=workload.rate%3Dfast").0, 422);
     assert_eq!(get(addr, "/results").0, 200);
 
-    let Some(browser) = find_browser() else {
+    let Some(browser) = crate::common::browser::find_browser() else {
         let ci = std::env::var("CI").as_deref() == Ok("true");
         assert!(
             !ci,

@@ -9,17 +9,13 @@
 //! screenshots (`DIR/report-run.png`, `DIR/report-sweep.png`) for a person to
 //! look at.
 
-use std::fs::File;
 use std::io::Write;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Instant;
 
 const WIDTH: u32 = 1280;
 const HEIGHT: u32 = 2400;
-/// Each Chromium is killed (with the processes it started) after this long.
-const BROWSER_TIMEOUT: Duration = Duration::from_secs(60);
 
 fn servesim(args: &[&str]) {
     let o = Command::new(env!("CARGO_BIN_EXE_servesim"))
@@ -28,17 +24,6 @@ fn servesim(args: &[&str]) {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "servesim {args:?}: {}", String::from_utf8_lossy(&o.stderr));
-}
-
-/// Chromium under one of its usual names, on PATH or in /usr/bin.
-fn find_browser() -> Option<PathBuf> {
-    let mut dirs: Vec<PathBuf> =
-        std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
-    dirs.push(PathBuf::from("/usr/bin"));
-    ["chromium", "chromium-browser", "google-chrome"]
-        .iter()
-        .flat_map(|name| dirs.iter().map(move |d| d.join(name)))
-        .find(|p| p.is_file())
 }
 
 /// What one headless load of a page left behind.
@@ -52,51 +37,9 @@ struct Load {
 /// Loads `page` headless with a fresh profile, dumps its DOM and writes a
 /// `WIDTH`×`HEIGHT` screenshot to `png`.
 fn load(browser: &Path, page: &Path, png: &Path) -> Load {
-    let work = tempfile::tempdir().unwrap();
-    let (out, err) = (work.path().join("stdout"), work.path().join("stderr"));
     let url = format!("file://{}", page.canonicalize().unwrap().display());
-    // Output goes to files, not pipes: the renderer and GPU processes inherit
-    // them, and a pipe held open by a straggler would hang the reader.
-    let mut child = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--dump-dom",
-        ])
-        .arg(format!("--user-data-dir={}", work.path().join("profile").display()))
-        .arg(format!("--screenshot={}", png.display()))
-        .arg(format!("--window-size={WIDTH},{HEIGHT}"))
-        .arg(&url)
-        .stdin(Stdio::null())
-        .stdout(File::create(&out).unwrap())
-        .stderr(File::create(&err).unwrap())
-        .process_group(0)
-        .spawn()
-        .unwrap_or_else(|e| panic!("{}: {e}", browser.display()));
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > BROWSER_TIMEOUT {
-            // The whole process group: the browser and the processes it started.
-            let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", child.id())]).status();
-            let _ = child.wait();
-            panic!("{} did not finish loading {url} within {BROWSER_TIMEOUT:?}", browser.display());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let log = String::from_utf8_lossy(&std::fs::read(&err).unwrap()).into_owned();
-    assert!(status.success(), "{} exited with {status} on {url}:\n{log}", browser.display());
-    let dom = String::from_utf8_lossy(&std::fs::read(&out).unwrap()).into_owned();
+    let extra = [format!("--screenshot={}", png.display()), format!("--window-size={WIDTH},{HEIGHT}")];
+    let (dom, log) = crate::common::browser::headless(browser, &url, &extra);
     Load { dom, log }
 }
 
@@ -188,7 +131,7 @@ fn reports_render_in_headless_chromium() {
         "no verdict sentence in the run report"
     );
 
-    let Some(browser) = find_browser() else {
+    let Some(browser) = crate::common::browser::find_browser() else {
         let msg = "SKIPPED: no headless Chromium found (install Debian's chromium package; .ci/run does)";
         let ci = std::env::var("CI").as_deref() == Ok("true");
         assert!(

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod browser;
+
 use servesim::config::load_scenario_str;
 use servesim::{Catalog, Report, Setup};
 use std::path::Path;
