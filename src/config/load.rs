@@ -169,11 +169,13 @@ pub fn apply_set(table: &mut toml::Table, set: &str) -> Result<(), ConfigError> 
         .map_err(|e| ConfigError::new(format!("--set {set}: {}", e.message)).hint(e.hint.unwrap_or_default()))
 }
 
-/// Reads a command-line value as TOML (`3`, `true`, `"x"`, `{...}`), or as a bare string.
+/// Reads a command-line value as TOML (`3`, `true`, `"x"`, `{...}`), or as a
+/// bare string. A value that would smuggle in more keys (`1\nseed = 3`) is
+/// taken as a bare string, which the key's type then refuses.
 pub fn parse_value(raw: &str) -> toml::Value {
     match toml::from_str::<toml::Table>(&format!("v = {raw}")) {
-        Ok(mut t) => t.remove("v").unwrap_or(toml::Value::String(raw.to_string())),
-        Err(_) => toml::Value::String(raw.to_string()),
+        Ok(mut t) if t.len() == 1 => t.remove("v").unwrap_or(toml::Value::String(raw.to_string())),
+        _ => toml::Value::String(raw.to_string()),
     }
 }
 

@@ -127,12 +127,17 @@ fn route(pg: &Playground, method: &str, url: &str) -> Reply {
     let (path, query) = url.split_once('?').unwrap_or((url, ""));
     let state = State::parse(query);
     let reply = match path {
+        "/" | "/index.html" | "/results" if !pg.try_start() => {
+            return Reply::text(503, "busy: other changes are being simulated; try again").header("Retry-After", "1");
+        }
         "/" | "/index.html" => {
+            let _done = Done(pg);
             let start = Instant::now();
             let results = pg.simulate(&state).and_then(|v| page::results_html(pg, &state, &v, start));
             Reply::html(200, page::page_html(pg, results.map_err(|e| e.to_string())))
         }
         "/results" => {
+            let _done = Done(pg);
             let start = Instant::now();
             match pg.simulate(&state).and_then(|v| {
                 let sim_ms = v.sim_ms;
@@ -161,6 +166,27 @@ fn route(pg: &Playground, method: &str, url: &str) -> Reply {
         _ => Reply::text(404, format!("no page {path}: try /")),
     };
     reply.header("Cache-Control", "no-store").header("X-Content-Type-Options", "nosniff")
+}
+
+/// Marks a simulation as finished when dropped (also on a panic).
+struct Done<'a>(&'a Playground);
+
+impl Drop for Done<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Playground {
+    /// Counts a simulation in, unless [`super::MAX_IN_FLIGHT`] are running.
+    fn try_start(&self) -> bool {
+        let n = self.in_flight.fetch_add(1, Ordering::SeqCst);
+        if n >= super::MAX_IN_FLIGHT {
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
 }
 
 /// A running playground server.
@@ -222,6 +248,14 @@ fn local_host(host: Option<&str>) -> bool {
     matches!(name, Some("127.0.0.1" | "localhost" | "::1"))
 }
 
+/// Whether a request comes from the playground's own page or was typed by
+/// the user (`Sec-Fetch-Site`, sent by browsers): another site's page
+/// (an `<img src="http://127.0.0.1:8737/results?...">`) may not make it
+/// simulate. Clients that send no such header (curl, tests) are let in.
+fn same_site(fetch_site: Option<&str>) -> bool {
+    matches!(fetch_site, None | Some("same-origin" | "none"))
+}
+
 /// Starts serving `pg` on 127.0.0.1:`port` (0: any free port) from a few
 /// background threads; returns at once with the bound address.
 pub fn serve(pg: Playground, port: u16) -> Result<Handle> {
@@ -258,11 +292,18 @@ fn worker(server: &tiny_http::Server, pg: &Playground, stopping: &AtomicBool) {
                 continue;
             }
         };
-        let host = req.headers().iter().find(|h| h.field.equiv("Host")).map(|h| h.value.as_str().to_string());
-        let reply = if local_host(host.as_deref()) {
-            pg.respond(req.method().as_str(), req.url())
-        } else {
+        let header = |name: &str| {
+            req.headers()
+                .iter()
+                .find(|h| h.field.as_str().as_str().eq_ignore_ascii_case(name))
+                .map(|h| h.value.as_str().to_string())
+        };
+        let reply = if !local_host(header("Host").as_deref()) {
             Reply::text(403, "the playground answers requests for 127.0.0.1 or localhost only")
+        } else if !same_site(header("Sec-Fetch-Site").as_deref()) {
+            Reply::text(403, "the playground answers its own page only, not requests from other sites")
+        } else {
+            pg.respond(req.method().as_str(), req.url())
         };
         let head = req.method() == &tiny_http::Method::Head;
         let mut resp = tiny_http::Response::from_data(if head { Vec::new() } else { reply.body.into_bytes() })
@@ -297,5 +338,11 @@ mod tests {
     fn only_local_hosts() {
         assert!(local_host(Some("127.0.0.1:8737")) && local_host(Some("localhost")) && local_host(Some("[::1]:80")));
         assert!(!local_host(Some("evil.example:8737")));
+    }
+
+    #[test]
+    fn only_its_own_page() {
+        assert!(same_site(None) && same_site(Some("same-origin")) && same_site(Some("none")));
+        assert!(!same_site(Some("cross-site")) && !same_site(Some("same-site")));
     }
 }

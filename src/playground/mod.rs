@@ -52,6 +52,31 @@ const BASELINE_CACHE: usize = 4;
 /// Most overrides one request may carry.
 const MAX_SETS: usize = 256;
 
+/// Most prompt + output tokens one run of the page may simulate (20 times
+/// the capped quickstart): a request for more is refused, so that no value
+/// typed into the page can keep the server busy for minutes.
+pub const MAX_TOKENS: f64 = 5e7;
+
+/// Most replicas one run of the page may simulate.
+pub const MAX_REPLICAS: u32 = 64;
+
+/// Simulations running at once; a request beyond them is answered 503.
+pub const MAX_IN_FLIGHT: usize = 2;
+
+/// Whether an override of the page could make the simulation read a file
+/// (a trace, a length table, a class with either), which the page does not
+/// allow: a page is no way to read the files of the machine it runs on.
+fn reads_files(set: &str) -> bool {
+    let key = set_key(set);
+    let value = set.split_once('=').map_or("", |(_, v)| v);
+    key == "workload"
+        || ["workload.trace", "workload.lengths", "workload.classes"].iter().any(|k| key.starts_with(k))
+        || key.ends_with("file")
+        || value.contains("file")
+        || value.contains("lengths")
+        || value.contains("trace")
+}
+
 /// What the page shows: the user's overrides and, when pinned, the
 /// baseline's. Both are `--set`-style `key=value` strings applied after the
 /// command line's.
@@ -148,6 +173,8 @@ pub struct Playground {
     initial: LoadedScenario,
     curves: Mutex<Vec<(String, Arc<Curve>)>>,
     baselines: Mutex<Vec<(String, Arc<Report>)>>,
+    /// Simulations running now ([`MAX_IN_FLIGHT`]).
+    pub(crate) in_flight: std::sync::atomic::AtomicUsize,
 }
 
 /// A poisoned cache is still a cache.
@@ -204,6 +231,7 @@ impl Playground {
             initial,
             curves: Mutex::new(Vec::new()),
             baselines: Mutex::new(Vec::new()),
+            in_flight: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -223,6 +251,14 @@ impl Playground {
         if user.len() > MAX_SETS {
             return Err(ConfigError::new(format!("{} overrides in one request; at most {MAX_SETS}", user.len())));
         }
+        if let Some(bad) = user.iter().find(|s| reads_files(s)) {
+            return Err(ConfigError::new(format!(
+                "`{}`: the playground's page cannot name files (traces, length tables) or replace the workload's \
+                 tables",
+                set_key(bad)
+            ))
+            .hint("pass such changes on the command line: servesim playground SCENARIO --set ..."));
+        }
         let sets: Vec<String> = self.base_sets.iter().chain(user).cloned().collect();
         load_scenario_str_with(&self.text, &self.path, &sets, &self.catalog)
     }
@@ -238,6 +274,36 @@ impl Playground {
             ))
             .key(if loaded.scenario.num_requests.is_some() { "num_requests" } else { "duration_s" })
             .hint("lower the request count (the \"requests\" control), or run it with `servesim run`"));
+        }
+        let base = &self.initial.scenario;
+        if expected_requests(&loaded.scenario, &setup).is_none()
+            && loaded.scenario.duration_s.unwrap_or(f64::INFINITY) > base.duration_s.unwrap_or(f64::INFINITY)
+        {
+            return Err(ConfigError::new(
+                "this workload's request count cannot be told in advance (closed loop): the page may shorten its \
+                 duration_s, not lengthen it",
+            )
+            .key("duration_s")
+            .hint("run longer runs with `servesim run`"));
+        }
+        let replicas: u32 = setup.pools.iter().map(|p| p.replicas).sum();
+        if replicas > MAX_REPLICAS {
+            return Err(ConfigError::new(format!(
+                "{replicas} replicas; the playground simulates at most {MAX_REPLICAS}"
+            ))
+            .key("hardware.replicas")
+            .hint("run larger clusters with `servesim run`"));
+        }
+        let (p, o) = setup.workload.mean_lengths();
+        if let Some(n) = expected_requests(&loaded.scenario, &setup)
+            && n * (p + o) > MAX_TOKENS
+        {
+            return Err(ConfigError::new(format!(
+                "this run would simulate about {:.1e} prompt and output tokens; the playground simulates at most \
+                 {MAX_TOKENS:.0e} so that the page redraws at once",
+                n * (p + o)
+            ))
+            .hint("lower the request count or the lengths, or run it with `servesim run`"));
         }
         Ok(setup)
     }
@@ -361,7 +427,7 @@ impl Playground {
             if sets.is_empty() {
                 "no overrides".to_string()
             } else {
-                sets.iter().map(|s| format!("--set {s}")).collect::<Vec<_>>().join(" ")
+                sets.iter().map(|s| format!("--set {}", s.escape_default())).collect::<Vec<_>>().join(" ")
             }
         );
         if let Some(dir) = loaded.scenario.base_dir.as_ref().filter(|d| !d.as_os_str().is_empty() && names_files(&t)) {

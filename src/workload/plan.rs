@@ -249,6 +249,7 @@ pub const MAX_DATA_FILE_BYTES: u64 = 2 << 30;
 /// [`MAX_DATA_FILE_BYTES`], checked again while reading in case it grows.
 fn read_data_file(path: &Path, key: &str) -> Result<String, ConfigError> {
     use std::io::Read;
+    use std::os::unix::fs::FileTypeExt;
     let fail = |what: String, hint: &str| ConfigError::new(what).key(key).hint(hint);
     let cannot = |e: std::io::Error| {
         fail(
@@ -256,6 +257,14 @@ fn read_data_file(path: &Path, key: &str) -> Result<String, ConfigError> {
             "paths are relative to the scenario file's folder; check the file name",
         )
     };
+    // Look before opening: opening a named pipe for reading blocks until a
+    // writer comes.
+    if std::fs::metadata(path).map_err(cannot)?.file_type().is_fifo() {
+        return Err(fail(
+            format!("{} is not a regular file", path.display()),
+            "name a CSV or JSON-lines file (not a folder, device or pipe)",
+        ));
+    }
     let file = std::fs::File::open(path).map_err(cannot)?;
     let meta = file.metadata().map_err(cannot)?;
     if !meta.is_file() {

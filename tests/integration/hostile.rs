@@ -190,14 +190,30 @@ fn a_warm_up_beyond_the_last_arrival_and_absurd_means_are_refused() {
 }
 
 #[test]
+fn an_override_cannot_smuggle_a_second_key() {
+    // `--set 'engine.max_num_seqs=64<newline>duration_s=5'` used to set 64 and
+    // drop the rest silently; the value is now a string, which the key refuses.
+    let o = crate::common::servesim_in(
+        root(),
+        &["check", "scenarios/quickstart.toml", "--set", "engine.max_num_seqs=64\nduration_s=5"],
+    );
+    let (code, _, se) = crate::common::outcome(&o);
+    assert_eq!(code, 2, "{se}");
+    assert!(se.contains("max_num_seqs"), "{se}");
+}
+
+#[test]
 fn a_trace_must_be_a_regular_text_file() {
     // file = "/dev/zero" read until memory ran out.
     let d = tempfile::tempdir().unwrap();
     std::fs::write(d.path().join("binary.csv"), [0x1f, 0x8b, 0x08, 0x00, 0xff, 0xfe, 0x00]).unwrap();
     std::fs::create_dir(d.path().join("folder.csv")).unwrap();
+    // A named pipe: opening it would wait for a writer forever.
+    assert!(std::process::Command::new("mkfifo").arg(d.path().join("pipe.csv")).status().unwrap().success());
     let base = std::fs::read_to_string(root().join("scenarios/code-completion.toml")).unwrap();
     for (file, says) in [
         ("/dev/zero", "is not a regular file"),
+        ("pipe.csv", "is not a regular file"),
         ("folder.csv", "is not a regular file"),
         ("binary.csv", "is not UTF-8 text"),
         ("missing.csv", "cannot read"),

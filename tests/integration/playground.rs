@@ -33,9 +33,14 @@ const COMPARED: [(&str, &str); 9] = [
 
 /// A plain HTTP/1.0 GET: (status, body).
 fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    get_with(addr, path, &format!("Host: {addr}"))
+}
+
+/// The same with the request's headers given (CRLF-separated).
+fn get_with(addr: SocketAddr, path: &str, headers: &str) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\n{headers}\r\nConnection: close\r\n\r\n").unwrap();
     let mut buf = Vec::new();
     s.read_to_end(&mut buf).unwrap();
     let text = String::from_utf8(buf).unwrap();
@@ -99,6 +104,23 @@ fn playground_redraws_in_a_browser_and_exports_what_the_cli_reproduces() {
     assert!(err.contains("max_num_seqs") && err.contains("at least 1"), "unreadable error: {err}");
     assert_eq!(get(addr, "/results?set=workload.rate%3Dfast").0, 422);
     assert_eq!(get(addr, "/results").0, 200);
+    // What a page must not do: read the machine's files, ask for minutes of
+    // work, answer another site's page or another host name, or smuggle a
+    // second key into one override.
+    let (status, err) =
+        get(addr, "/results?set=workload%3D%7Barrival%3D%22trace%22%2Ctrace%3D%7Bfile%3D%22%2Fetc%2Fpasswd%22%7D%7D");
+    assert_eq!(status, 422, "{err}");
+    assert!(err.contains("cannot name files") && !err.contains("root:"), "{err}");
+    let (status, err) = get(addr, "/results?set=workload.output_tokens%3D%7Bdist%3D%22fixed%22%2Cvalue%3D100000%7D");
+    assert_eq!(status, 422, "{err}");
+    assert!(err.contains("at most 5e7"), "{err}");
+    assert_eq!(get(addr, "/results?set=hardware.replicas%3D1000000").0, 422);
+    let (status, _) = get_with(addr, "/results", &format!("Host: {addr}\r\nSec-Fetch-Site: cross-site"));
+    assert_eq!(status, 403);
+    assert_eq!(get_with(addr, "/results", &format!("Host: {addr}\r\nSec-Fetch-Site: same-origin")).0, 200);
+    assert_eq!(get_with(addr, "/results", "Host: evil.example").0, 403);
+    let (status, err) = get(addr, "/export.toml?set=engine.max_num_seqs%3D64%0Aduration_s%3D5%20%23");
+    assert_eq!(status, 422, "a second key smuggled into an override was exported: {err}");
 
     let Some(browser) = crate::common::browser::find_browser() else {
         let ci = std::env::var("CI").as_deref() == Ok("true");
