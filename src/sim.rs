@@ -42,7 +42,9 @@ pub struct SimOutput {
     /// [`TIMELINE_REQUESTS`] (for the timeline chart).
     pub records: Vec<RequestRecord>,
     /// Latency parts of the kept `records`, by id (empty unless the run
-    /// kept its records with [`Setup::attribution`] on).
+    /// kept its records with [`Setup::attribution`] on). Defined for
+    /// completed requests only: a request refused while waiting, or still
+    /// waiting at the end, keeps an open wait (negative entries).
     pub parts: Vec<crate::metrics::Parts>,
     /// Whether `records` holds every request.
     pub kept: bool,
@@ -944,8 +946,13 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             if self.obs.records.attributing() {
                 self.obs.records.attr(id).parts[Part::CentralQueue.idx()] = queued_for;
             }
-            let queued = self.replicas[r].enqueue(self.now, id, key, work, &mut self.obs.records);
-            debug_assert!(queued, "a replica with room accepts");
+            if !self.replicas[r].enqueue(self.now, id, key, work, &mut self.obs.records) {
+                // Its waiting queue is full (`max_waiting` below
+                // `max_num_seqs`): the request waits on at the router.
+                self.obs.records[id as usize].replica = u32::MAX;
+                self.central_queue.push_front(id);
+                break;
+            }
             self.router.observe(r, &self.replicas[r]);
             self.wake(r);
         }

@@ -1177,6 +1177,7 @@ impl<C: StepCostModel> Replica<C> {
                 ..StepBatch::default()
             };
             self.step.cost = self.cost.step(&self.step.batch);
+            self.step.swap_time = 0.0;
             self.step.start = end;
             if check && let Err(m) = self.check_invariants() {
                 panic!("replica {} at t = {end} (fast path): {m}", self.id);

@@ -255,14 +255,17 @@ fn list_requests(around: &[(u32, u32)]) -> String {
     format!("{ids} ({}-token {noun})", prompts.join(", "))
 }
 
-/// Traces one slow request.
-fn example(metric: Metric, i: usize, records: &[RequestRecord], parts: &[Parts]) -> Example {
+/// Traces one slow request. With disaggregated pools a record names its
+/// decode replica, so time before the first token (spent mostly in the
+/// prefill pool) is not traced to a replica.
+fn example(metric: Metric, i: usize, records: &[RequestRecord], parts: &[Parts], disaggregated: bool) -> Example {
     let r = &records[i];
     let p = metric.parts(r, &parts[i]);
     let k = argmax(&p);
     let part = Part::ALL[k];
     let (t0, t1) = if part.before_first_token() { (r.admitted, r.first_token) } else { (r.first_token, r.last_token) };
-    let around = prefilling(records, r.replica, i, t0, t1);
+    let traced = !(disaggregated && part.before_first_token());
+    let around = if traced { prefilling(records, r.replica, i, t0, t1) } else { Vec::new() };
     let unit = if metric == Metric::Tpot { " per output token" } else { "" };
     let mut text = format!(
         "request #{i} ({} {} ms; prompt {} tokens, output {}) spent {:.1} ms{unit} {}",
@@ -273,8 +276,10 @@ fn example(metric: Metric, i: usize, records: &[RequestRecord], parts: &[Parts])
         p[k],
         part.phrase()
     );
-    if r.replica != u32::MAX {
+    if r.replica != u32::MAX && traced {
         text += &format!(" on replica {}", r.replica);
+    } else if !traced {
+        text += " (before its first token: in the prefill pool, or queued in the decode pool)";
     }
     if !around.is_empty()
         && matches!(
@@ -372,14 +377,19 @@ fn replica_shares(tail: &[usize], records: &[RequestRecord], replicas: usize) ->
     out
 }
 
-/// Takes one tail apart. `ids`: the measured completed requests it applies to.
-fn cohort(
-    metric: Metric,
-    ids: &[usize],
-    records: &[RequestRecord],
-    parts: &[Parts],
+/// Where a cohort comes from: the run's records and parts, its measured
+/// completed requests, its replica count, and whether its pools are disaggregated.
+struct Run<'a> {
+    records: &'a [RequestRecord],
+    parts: &'a [Parts],
+    measured: &'a [usize],
     replicas: usize,
-) -> Option<Cohort> {
+    disaggregated: bool,
+}
+
+/// Takes one tail apart. `ids`: the measured completed requests it applies to.
+fn cohort(metric: Metric, ids: &[usize], run: &Run) -> Option<Cohort> {
+    let (records, parts) = (run.records, run.parts);
     let mut by: Vec<(f64, usize)> =
         ids.iter().map(|&i| (metric.value(&records[i]), i)).filter(|(v, _)| v.is_finite()).collect();
     if by.is_empty() {
@@ -393,7 +403,6 @@ fn cohort(
     } else {
         by[..n.div_ceil(100)].iter().map(|x| x.1).collect()
     };
-    let all_measured: Vec<usize> = ids.to_vec();
     let median: Vec<usize> = if metric == Metric::SloMissed {
         // Against the requests that met their SLOs.
         Vec::new()
@@ -411,7 +420,14 @@ fn cohort(
     };
     let excess: Vec<f64> = parts_ms.iter().zip(&median_parts_ms).map(|(t, m)| t - m).collect();
     let k = argmax(&excess);
-    let examples = tail.iter().take(3).map(|&i| example(metric, i, records, parts)).collect();
+    let examples = tail.iter().take(3).map(|&i| example(metric, i, records, parts, run.disaggregated)).collect();
+    // Records of a disaggregated run name the decode replica: say nothing of
+    // replicas for time before the first token.
+    let shares = if run.disaggregated && metric == Metric::Ttft {
+        Vec::new()
+    } else {
+        replica_shares(&tail, records, run.replicas)
+    };
     Some(Cohort {
         metric,
         requests: tail.len(),
@@ -424,8 +440,8 @@ fn cohort(
         parts_ms,
         median_parts_ms,
         examples,
-        windows: windows(&tail, &all_measured, records),
-        replica_shares: replica_shares(&tail, records, replicas),
+        windows: windows(&tail, run.measured, records),
+        replica_shares: shares,
     })
 }
 
@@ -443,18 +459,22 @@ pub fn analyse(rep: &crate::Report) -> crate::Result<Analysis> {
     let measured: Vec<usize> = (0..records.len())
         .filter(|&i| records[i].status == Status::Completed && records[i].arrival >= warmup)
         .collect();
-    let replicas = out.replicas.len();
-    let mut cohorts: Vec<Cohort> = [Metric::Ttft, Metric::Tpot, Metric::E2e]
-        .iter()
-        .filter_map(|&m| cohort(m, &measured, records, &out.parts, replicas))
-        .collect();
+    let run = Run {
+        records,
+        parts: &out.parts,
+        measured: &measured,
+        replicas: out.replicas.len(),
+        disaggregated: setup.pools.iter().any(|p| p.role == crate::config::PoolRole::Decode),
+    };
+    let mut cohorts: Vec<Cohort> =
+        [Metric::Ttft, Metric::Tpot, Metric::E2e].iter().filter_map(|&m| cohort(m, &measured, &run)).collect();
     let missed: Vec<usize> = measured
         .iter()
         .copied()
         .filter(|&i| crate::metrics::slo_met(&setup.workload, &records[i]) == Some(false))
         .collect();
     if !missed.is_empty()
-        && let Some(mut c) = cohort(Metric::SloMissed, &missed, records, &out.parts, replicas)
+        && let Some(mut c) = cohort(Metric::SloMissed, &missed, &run)
     {
         // Compare the misses with the requests that met their SLOs.
         let met: Vec<usize> = measured
@@ -482,23 +502,28 @@ pub fn analyse(rep: &crate::Report) -> crate::Result<Analysis> {
     })
 }
 
-/// The tail an explanation targets: the missed SLO's metric when the run
-/// misses its SLOs (the TTFT objective first), else TTFT — what an
-/// interactive user feels first — unless no request has a first token
-/// worth the name (prefill-only runs use E2E).
+/// The tail an explanation targets: the metric whose SLO the run misses
+/// most (lowest attainment, below 99%; TTFT, then TPOT, then E2E on ties),
+/// else TTFT — what an interactive user feels first — unless no request has
+/// a first token worth the name (prefill-only runs use E2E).
 pub fn target(a: &Analysis, rep: &crate::Report) -> Metric {
     let slo = rep.setup.scenario.slo.clone().unwrap_or_default();
-    let s = &rep.summary;
-    let att = |x: Option<f64>| x.unwrap_or(1.0);
-    if let Some(t) = &s.metrics.slo {
-        if slo.ttft_ms.is_some() && att(t.ttft_attainment) < 0.99 {
-            return Metric::Ttft;
+    if let Some(t) = &rep.summary.metrics.slo {
+        let attained = [
+            (Metric::Ttft, slo.ttft_ms.and(t.ttft_attainment)),
+            (Metric::Tpot, slo.tpot_ms.and(t.tpot_attainment)),
+            (Metric::E2e, slo.e2e_ms.and(t.e2e_attainment)),
+        ];
+        let mut worst: Option<(Metric, f64)> = None;
+        for (m, a) in attained {
+            if let Some(a) = a.filter(|a| *a < 0.99)
+                && worst.is_none_or(|w| a < w.1)
+            {
+                worst = Some((m, a));
+            }
         }
-        if slo.tpot_ms.is_some() && att(t.tpot_attainment) < 0.99 {
-            return Metric::Tpot;
-        }
-        if slo.e2e_ms.is_some() && att(t.e2e_attainment) < 0.99 {
-            return Metric::E2e;
+        if let Some((m, _)) = worst {
+            return m;
         }
     }
     if a.cohorts.iter().any(|c| c.metric == Metric::Ttft) { Metric::Ttft } else { Metric::E2e }

@@ -45,16 +45,29 @@ fn int(x: i64) -> toml::Value {
     toml::Value::Integer(x)
 }
 
-/// The replica count key of the pool that served the cohort's examples.
-fn replicas_key(c: &Cohort, rep: &crate::Report) -> (String, u32) {
+/// The replica-count keys worth growing for the cohort's dominant cause:
+/// the only pool, or with disaggregated pools the entry pool for time before
+/// the first token (and the decode pool too for a queue wait, which may be
+/// in either pool), the decode pool after it.
+fn replica_keys(c: &Cohort, rep: &crate::Report) -> Vec<(String, u32)> {
     let s = &rep.setup;
     if s.scenario.pools.is_empty() {
-        return ("hardware.replicas".into(), s.scenario.hardware.replicas);
+        return vec![("hardware.replicas".into(), s.scenario.hardware.replicas)];
     }
-    let pool_of = crate::sim::pool_of(s);
-    let r = c.examples.first().map_or(0, |e| e.replica as usize);
-    let p = pool_of.get(r).copied().unwrap_or(0) as usize;
-    (format!("pools[{p}].replicas"), s.pools[p].replicas)
+    let key = |p: usize| (format!("pools[{p}].replicas"), s.pools[p].replicas);
+    let decode = s.pools.iter().position(|p| p.role == crate::config::PoolRole::Decode);
+    let entry = s.pools.iter().position(|p| p.role != crate::config::PoolRole::Decode).unwrap_or(0);
+    match decode {
+        None => {
+            // Several mixed pools: the one that served the slowest request.
+            let pool_of = crate::sim::pool_of(s);
+            let r = c.examples.first().map_or(0, |e| e.replica as usize);
+            vec![key(pool_of.get(r).copied().unwrap_or(0) as usize)]
+        }
+        Some(d) if !c.excess.before_first_token() => vec![key(d)],
+        Some(d) if Part::WAITS.contains(&c.excess) => vec![key(entry), key(d)],
+        Some(_) => vec![key(entry)],
+    }
 }
 
 /// The changes worth trying for the cohort's dominant cause (at most three).
@@ -69,14 +82,17 @@ pub fn candidates(c: &Cohort, rep: &crate::Report) -> Vec<Candidate> {
             out.push(c);
         }
     };
-    let (rkey, nrep) = replicas_key(c, rep);
-    let one_more = |why: &str| -> Candidate {
-        Candidate { changes: vec![(rkey.clone(), int(nrep as i64 + 1))], why: why.to_string() }
+    let keys = replica_keys(c, rep);
+    let one_more = |why: &str| -> Vec<Candidate> {
+        keys.iter()
+            .map(|(k, n)| Candidate { changes: vec![(k.clone(), int(*n as i64 + 1))], why: why.to_string() })
+            .collect()
     };
     let budget = e.max_num_batched_tokens as i64;
     if overloaded {
-        let m = one_more("the run is overloaded: the tail is the growing backlog, which only capacity removes");
-        add(m.changes.iter().map(|(k, v)| (k.as_str(), v.clone())).collect(), &m.why);
+        for m in one_more("the run is overloaded: the tail is the growing backlog, which only capacity removes") {
+            add(m.changes.iter().map(|(k, v)| (k.as_str(), v.clone())).collect(), &m.why);
+        }
     }
     if !c.replica_shares.is_empty()
         && !matches!(
@@ -199,8 +215,9 @@ pub fn candidates(c: &Cohort, rep: &crate::Report) -> Vec<Candidate> {
             | Part::WaitStep
             | Part::Prefill
     ) {
-        let m = one_more("the replica is busy: one more replica shares the load (at a cost)");
-        add(m.changes.iter().map(|(k, v)| (k.as_str(), v.clone())).collect(), &m.why);
+        for m in one_more("the replica is busy: one more replica shares the load (at a cost)") {
+            add(m.changes.iter().map(|(k, v)| (k.as_str(), v.clone())).collect(), &m.why);
+        }
     }
     out.truncate(4);
     out

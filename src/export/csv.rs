@@ -2,8 +2,9 @@
 //! latency. Times are in seconds and latencies in milliseconds, both rounded
 //! to the microsecond; an empty cell means "did not happen". A run with
 //! latency attribution (`run --attribution`) adds one column per part,
-//! `part_<name>_ms` ([`crate::metrics::Part`]), to the nanosecond: the
-//! parts before the first token add up to `ttft_ms`, all of them to `e2el_ms`.
+//! `part_<name>_ms` ([`crate::metrics::Part`]), to the nanosecond, for
+//! completed requests (empty for the others): the parts before the first
+//! token add up to `ttft_ms`, all of them to `e2el_ms`.
 
 use crate::metrics::{Part, Parts, RequestRecord, Status};
 use rayon::prelude::*;
@@ -122,9 +123,16 @@ fn row(
     int(line, ib, r.prefix as u64);
     line.push(if r.clipped { b'1' } else { b'0' });
     if let Some(parts) = parts {
+        // Parts are defined for completed requests only (a request still
+        // waiting when it was refused, or when the run ended, has an open
+        // wait): empty cells otherwise.
         line.push(b',');
         for &x in parts {
-            fixed(line, ib, x * 1e3, 6);
+            if r.status == Status::Completed {
+                fixed(line, ib, x * 1e3, 6);
+            } else {
+                line.push(b',');
+            }
         }
         line.pop();
     }

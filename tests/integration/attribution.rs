@@ -156,3 +156,29 @@ fn mechanisms_map_to_their_parts() {
     assert!(t[Part::WaitPrefills.idx()] + t[Part::WaitBudget.idx()] > 0.5 * t[Part::WaitBatchFull.idx()], "{t:?}");
     assert!(t[Part::Interference.idx()] > 0.0 && t[Part::DecodeStall.idx()] > 0.0, "{t:?}");
 }
+
+#[test]
+fn requests_that_did_not_complete_have_no_parts_in_the_csv() {
+    // A request refused while it waited keeps an open wait: its cells are
+    // empty, not the negative clock readings (found in review).
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/overload.toml");
+    let rep = run(&p, &["engine.max_wait_s=5", "num_requests=3000"], true);
+    let classes: Vec<String> = rep.setup.workload.classes.iter().map(|c| c.name.clone()).collect();
+    let mut csv = Vec::new();
+    servesim::export::write_requests_csv(&mut csv, &rep.output.records, &rep.output.parts, 0.0, &classes, |_| None)
+        .unwrap();
+    let csv = String::from_utf8(csv).unwrap();
+    let (mut refused, mut completed) = (0, 0);
+    for line in csv.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let parts = &f[f.len() - servesim::metrics::NUM_PARTS..];
+        if f[2] == "completed" {
+            completed += 1;
+            assert!(parts.iter().all(|x| x.parse::<f64>().is_ok_and(|v| v >= 0.0)), "{line}");
+        } else {
+            refused += 1;
+            assert!(parts.iter().all(|x| x.is_empty()), "{line}");
+        }
+    }
+    assert!(refused > 100 && completed > 100, "{refused} refused, {completed} completed");
+}
