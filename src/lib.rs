@@ -68,6 +68,7 @@ pub mod cluster;
 pub mod config;
 pub mod cost;
 pub mod detection;
+pub mod energy;
 pub mod engine;
 pub mod error;
 pub mod explain;

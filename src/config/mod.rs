@@ -328,6 +328,14 @@ pub struct HardwareConfig {
     /// Overrides the GPU profile's hourly price (USD per GPU-hour).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub price_per_gpu_hour: Option<f64>,
+    /// Price of electricity, USD per kWh, added to the cost (unset: the
+    /// GPU-hour price already includes power, as a cloud rental's does).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usd_per_kwh: Option<f64>,
+    /// Carbon intensity of the grid, grams of CO₂-equivalent per kWh
+    /// (unset: no emissions figure).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grid_gco2_per_kwh: Option<f64>,
 }
 
 impl HardwareConfig {
@@ -377,6 +385,8 @@ impl Default for HardwareConfig {
             router: RouterKind::default(),
             prefix_load_cap: 8,
             price_per_gpu_hour: None,
+            usd_per_kwh: None,
+            grid_gco2_per_kwh: None,
         }
     }
 }

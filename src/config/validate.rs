@@ -117,6 +117,12 @@ impl Scenario {
         if let Some(p) = h.price_per_gpu_hour {
             non_negative("hardware.price_per_gpu_hour", p)?;
         }
+        if let Some(p) = h.usd_per_kwh {
+            non_negative("hardware.usd_per_kwh", p)?;
+        }
+        if let Some(p) = h.grid_gco2_per_kwh {
+            non_negative("hardware.grid_gco2_per_kwh", p)?;
+        }
         let e = &self.engine;
         if e.max_num_seqs == 0 {
             return fail("engine.max_num_seqs", "must be at least 1", "set max_num_seqs >= 1 (vLLM's default is 256)");

@@ -203,6 +203,10 @@ pub struct ReplicaStats {
     pub peak_host_blocks: u64,
     /// Swap preemption: time the copies added to steps, s.
     pub swap_time: f64,
+    /// ∫ the power model's activity dt inside the window (s; per GPU of the
+    /// replica, all alike): its dynamic energy is (1 − idle) × TDP × this
+    /// ([`crate::energy`]).
+    pub activity_area: f64,
 }
 
 /// One engine replica.
@@ -253,6 +257,9 @@ pub struct Replica<C> {
     t_touch: f64,
     /// Latency attribution's clocks (used only when the records attribute).
     clocks: attribution::Clocks,
+    /// The power model's weights over the peaks: (c / peak FLOP/s, m / peak
+    /// bytes/s), so that a step's activity × duration needs no division.
+    power_weights: (f64, f64),
     /// Statistics.
     pub stats: ReplicaStats,
 }
@@ -330,6 +337,7 @@ impl<C: StepCostModel> Replica<C> {
             window_start,
             t_touch: 0.0,
             clocks: attribution::Clocks::default(),
+            power_weights: (crate::energy::POWER.compute / cost_peak.0, crate::energy::POWER.memory / cost_peak.1),
             stats: ReplicaStats {
                 peak_flops: cost_peak.0,
                 peak_bandwidth: cost_peak.1,
@@ -1383,6 +1391,11 @@ impl<C: StepCostModel> Replica<C> {
         s.busy += dt;
         s.flops += self.step.cost.flops * frac;
         s.bytes += self.step.cost.bytes * frac;
+        // The power model's activity × dt, without a division: activity ×
+        // duration = min(c·FLOPs/peak + m·bytes/peak, duration) ([`crate::energy`]).
+        let full = t_end - self.step.start;
+        let work = self.power_weights.0 * self.step.cost.flops + self.power_weights.1 * self.step.cost.bytes;
+        s.activity_area += work.min(full) * frac;
         let b = &self.step.batch;
         s.batch_area += (b.decode_seqs + b.prefill_seqs) as f64 * dt;
         s.token_area += b.tokens() as f64 * dt;

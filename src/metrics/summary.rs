@@ -224,6 +224,47 @@ fn pool_summaries(setup: &crate::Setup, stats: &[crate::engine::ReplicaStats], d
         .collect()
 }
 
+/// The GPUs' energy over a window of `duration` seconds ([`crate::energy`]):
+/// each GPU draws the idle floor throughout and the dynamic part while its
+/// replica runs steps.
+fn energy_summary(
+    setup: &crate::Setup,
+    stats: &[crate::engine::ReplicaStats],
+    duration: f64,
+    out_tok: u64,
+) -> EnergySummary {
+    let m = crate::energy::POWER;
+    let mut joules = 0.0;
+    let mut gpus = 0u32;
+    for r in stats {
+        let p = &setup.pools[r.pool as usize];
+        let g = p.layout.gpus();
+        gpus += g;
+        joules += g as f64 * p.gpu.tdp_w * (m.idle * duration + (1.0 - m.idle) * r.activity_area);
+    }
+    let h = &setup.scenario.hardware;
+    let kwh = joules / 3.6e6;
+    let usd_per_kwh = h.usd_per_kwh.unwrap_or(0.0);
+    EnergySummary {
+        power_model: format!(
+            "P/TDP = {} + {:.2} × min(1, {} × MFU + {} × MBU) per step, {} between steps (fitted to Splitwise A100 power; docs/energy.md)",
+            m.idle,
+            1.0 - m.idle,
+            m.compute,
+            m.memory,
+            m.idle
+        ),
+        kwh,
+        mean_power_w: joules / duration,
+        mean_power_w_per_gpu: joules / duration / gpus.max(1) as f64,
+        joules_per_output_token: (out_tok > 0).then(|| joules / out_tok as f64),
+        usd_per_kwh,
+        usd: kwh * usd_per_kwh,
+        grid_gco2_per_kwh: h.grid_gco2_per_kwh,
+        kg_co2: h.grid_gco2_per_kwh.map(|g| kwh * g / 1e3),
+    }
+}
+
 /// Speculative decoding, as it ran.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SpecSummary {
@@ -261,6 +302,30 @@ pub struct CostSummary {
     pub usd_per_completed_request: f64,
     /// USD per request that met every SLO (null without SLOs or good requests).
     pub usd_per_slo_met_request: Option<f64>,
+}
+
+/// Energy of the GPUs over the measurement window ([`crate::energy`];
+/// docs/energy.md).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct EnergySummary {
+    /// The power model, in words: P / TDP = idle + (1 − idle) × min(1, c × MFU + m × MBU) per step, idle between steps.
+    pub power_model: String,
+    /// Energy of all GPUs over the window, kWh.
+    pub kwh: f64,
+    /// Mean power of all GPUs over the window, W.
+    pub mean_power_w: f64,
+    /// Mean power of one GPU over the window, W.
+    pub mean_power_w_per_gpu: f64,
+    /// Joules per output token of measured completed requests (null without output tokens).
+    pub joules_per_output_token: Option<f64>,
+    /// Price of electricity, USD per kWh (0: included in the GPU-hour price).
+    pub usd_per_kwh: f64,
+    /// Energy cost of the window, USD (included in `cost.total_usd`).
+    pub usd: f64,
+    /// Grid carbon intensity, g CO₂e per kWh (null: not given).
+    pub grid_gco2_per_kwh: Option<f64>,
+    /// Emissions of the window, kg CO₂e (null without a carbon intensity).
+    pub kg_co2: Option<f64>,
 }
 
 /// Little's law check over the whole run: time-average number of requests in
@@ -430,6 +495,8 @@ pub struct Summary {
     pub disaggregation: Option<DisaggSummary>,
     /// Cost.
     pub cost: CostSummary,
+    /// Energy.
+    pub energy: EnergySummary,
     /// true when the run reached a steady state without shedding load; false
     /// when it was overloaded (throughout or in a window) or stable only by
     /// shedding; null when inconclusive (run too short) or not applicable (offline).
@@ -665,10 +732,11 @@ pub fn summarize(setup: &Setup, seed: u64, out: &mut SimOutput) -> Summary {
     });
     let gpu_hours = num_gpus as f64 * duration / 3600.0;
     let one = (setup.pools.len() == 1).then(|| setup.pools[0].price_per_gpu_hour);
+    let energy = energy_summary(setup, stats, duration, out_tok);
     let total_usd = match one {
         Some(price) => gpu_hours * price,
         None => pools.iter().map(|p| p.usd).sum(),
-    };
+    } + energy.usd;
     let cost = CostSummary {
         price_per_gpu_hour: one.unwrap_or(total_usd / gpu_hours),
         num_gpus,
@@ -728,6 +796,7 @@ pub fn summarize(setup: &Setup, seed: u64, out: &mut SimOutput) -> Summary {
         pools,
         disaggregation,
         cost,
+        energy,
         stable,
         stability,
         littles_law,

@@ -17,6 +17,7 @@ pub mod band;
 mod csv;
 mod kernels;
 mod memory;
+pub mod power;
 mod serving;
 mod steps;
 
@@ -179,6 +180,7 @@ pub const DATASETS: &[&str] = &[
     "vidur-ops",
     "memory-logs",
     "splitwise",
+    "splitwise-power",
     "sarathi",
     "trtllm-offline",
     "gpustack-serve",
@@ -204,6 +206,7 @@ pub fn run(catalog: &Catalog, only: &[String]) -> crate::Result<Vec<Dataset>> {
             "vidur-ops" => steps::vidur(catalog),
             "memory-logs" => memory::logs(catalog),
             "splitwise" => steps::splitwise(catalog),
+            "splitwise-power" => power::splitwise_power(catalog),
             "sarathi" => steps::sarathi(catalog),
             "trtllm-offline" => serving::trtllm(catalog),
             _ => serving::gpustack(catalog),

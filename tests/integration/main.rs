@@ -9,6 +9,7 @@ mod cli;
 mod cluster;
 mod common;
 mod determinism;
+mod energy;
 mod engines;
 mod explain;
 mod fast_path;
