@@ -264,6 +264,7 @@ fn run_page(dir: &Path) -> Result<String> {
          <tr><td class=\"l\">MFU / MBU</td><td>{}% / {}%</td></tr><tr><td class=\"l\">preemptions</td><td>{}</td></tr>\
          <tr><td class=\"l\">KV capacity, all replicas (tokens)</td><td>{}</td></tr><tr><td class=\"l\">peak KV occupancy</td><td>{}%</td></tr>\
          <tr><td class=\"l\">GPU-hours × $/GPU-hour</td><td>{} × ${}</td></tr><tr><td class=\"l\">$ per SLO-meeting request</td><td>{}</td></tr>\
+         <tr><td class=\"l\">energy: kWh (W per GPU, J per output token)</td><td>{} ({} W, {} J)</td></tr>\
          <tr><td class=\"l\">Little's law L vs λW</td><td>{} vs {}</td></tr></table>",
         f(&u["mfu"].as_f64().map(|x| x * 100.0).into(), 1),
         f(&u["mbu"].as_f64().map(|x| x * 100.0).into(), 1),
@@ -273,6 +274,9 @@ fn run_page(dir: &Path) -> Result<String> {
         f(&s["cost"]["gpu_hours"], 4),
         f(&s["cost"]["price_per_gpu_hour"], 2),
         f(&s["cost"]["usd_per_slo_met_request"], 6),
+        f(&s["energy"]["kwh"], 3),
+        f(&s["energy"]["mean_power_w_per_gpu"], 0),
+        f(&s["energy"]["joules_per_output_token"], 3),
         f(&s["littles_law"]["mean_in_system"], 3),
         f(
             &s["littles_law"]["arrival_rate"]

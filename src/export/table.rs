@@ -216,6 +216,20 @@ pub fn format_summary(s: &Summary) -> String {
     if let Some(x) = c.usd_per_slo_met_request {
         row(&mut o, "$ per SLO-meeting request", format!("{x:.6}"));
     }
+    let e = &s.energy;
+    row(
+        &mut o,
+        "Energy kWh (W per GPU, J/token)",
+        format!(
+            "{} ({} W, {} J)",
+            num(e.kwh, 3),
+            num(e.mean_power_w_per_gpu, 0),
+            e.joules_per_output_token.map_or("–".into(), |j| num(j, 3))
+        ),
+    );
+    if let Some(kg) = e.kg_co2 {
+        row(&mut o, "Emissions (kg CO2e)", num(kg, 3));
+    }
     let _ = writeln!(o, "{}", "=".repeat(W));
     o
 }
