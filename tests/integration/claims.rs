@@ -341,6 +341,28 @@ fn what_ifs() {
             is: &[About(P99_TTFT, 248.0, 0.005), About(SLO, 0.999, 0.0006)],
         },
         Claim {
+            scenario: "what-if-energy",
+            sets: &[],
+            quote: "Two replicas: 0.606 J per output token (582 W per GPU), p99 TTFT 124 ms, median TPOT 6.99 ms",
+            is: &[
+                About(&["energy", "joules_per_output_token"], 0.606, 0.002),
+                About(&["energy", "mean_power_w_per_gpu"], 582.0, 0.002),
+                About(P99_TTFT, 124.0, 0.005),
+                About(&["median_tpot_ms"], 6.99, 0.002),
+            ],
+        },
+        Claim {
+            scenario: "what-if-energy",
+            sets: &["baseline"],
+            quote: "one replica: 0.317 J (610 W), p99 TTFT 171 ms, median TPOT 8.17 ms",
+            is: &[
+                About(&["energy", "joules_per_output_token"], 0.317, 0.002),
+                About(&["energy", "mean_power_w_per_gpu"], 610.0, 0.002),
+                About(P99_TTFT, 171.0, 0.005),
+                About(&["median_tpot_ms"], 8.17, 0.002),
+            ],
+        },
+        Claim {
             scenario: "what-if-router",
             sets: &["baseline"],
             quote: "384 ms for round robin",
