@@ -11,8 +11,9 @@ fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
-fn f(v: &Value, prec: usize) -> String {
-    match v.as_f64() {
+/// The report's number format: `prec` decimals, none from 10^5 up, "–" for none.
+pub fn report_number(x: Option<f64>, prec: usize) -> String {
+    match x {
         Some(x) if x.is_finite() => {
             if x.abs() >= 1e5 {
                 format!("{x:.0}")
@@ -22,6 +23,10 @@ fn f(v: &Value, prec: usize) -> String {
         }
         _ => "–".into(),
     }
+}
+
+fn f(v: &Value, prec: usize) -> String {
+    report_number(v.as_f64(), prec)
 }
 
 fn read_json(dir: &Path, name: &str) -> Result<Value> {

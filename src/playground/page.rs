@@ -20,19 +20,7 @@ fn raw(x: f64) -> String {
     if x.is_finite() { format!("{x}") } else { String::new() }
 }
 
-/// The report's number format: `prec` decimals, none from 10^5 up.
-fn fmt(x: Option<f64>, prec: usize) -> String {
-    match x {
-        Some(x) if x.is_finite() => {
-            if x.abs() >= 1e5 {
-                format!("{x:.0}")
-            } else {
-                format!("{x:.prec$}")
-            }
-        }
-        _ => "–".into(),
-    }
-}
+use crate::export::report_number as fmt;
 
 // ---------------------------------------------------------------- controls
 

@@ -425,6 +425,31 @@ fn row_label(labels: &[String], y: f64) -> String {
     }
 }
 
+/// The axes of a chart of horizontal rows: a numeric x axis and one label per row.
+fn row_mesh<DB: DrawingBackend>(
+    chart: &mut ChartContext<
+        '_,
+        DB,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+    x_label: &str,
+    y_label: &str,
+    labels: &[String],
+) -> DrawResult<DB> {
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .label_style((FONT, 11))
+        .axis_desc_style((FONT, 13))
+        .x_label_formatter(&|v| human(*v))
+        .y_labels(labels.len())
+        .y_label_formatter(&|v| row_label(labels, *v))
+        .disable_y_mesh()
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+}
+
 fn draw_gantt<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     title: &str,
@@ -446,18 +471,7 @@ fn draw_gantt<DB: DrawingBackend>(
         .y_label_area_size(120)
         .build_cartesian_2d(t0..t1, -0.5..n - 0.5)?;
     let labels: Vec<String> = rows.iter().map(|r| r.label.clone()).collect();
-    chart
-        .configure_mesh()
-        .x_desc(x_label)
-        .y_desc("request (prompt + output tokens)")
-        .label_style((FONT, 11))
-        .axis_desc_style((FONT, 13))
-        .x_label_formatter(&|v| human(*v))
-        .y_labels(rows.len())
-        .y_label_formatter(&|v| row_label(&labels, *v))
-        .disable_y_mesh()
-        .light_line_style(RGBColor(235, 235, 235))
-        .draw()?;
+    row_mesh(&mut chart, x_label, "request (prompt + output tokens)", &labels)?;
     let colors = [RGBColor(200, 200, 200), RGBColor(31, 119, 180), RGBColor(44, 160, 44), RGBColor(214, 39, 40)];
     let names = ["queued", "prefill (chunk)", "decode", "preempted"];
     for (k, name) in names.iter().enumerate() {
@@ -516,17 +530,7 @@ fn draw_stacked<DB: DrawingBackend>(
         .y_label_area_size(150)
         .build_cartesian_2d(0.0..(total * 1.45).max(1e-9), -0.5..n - 0.5)?;
     let labels: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
-    chart
-        .configure_mesh()
-        .x_desc(x_label)
-        .label_style((FONT, 11))
-        .axis_desc_style((FONT, 13))
-        .x_label_formatter(&|v| human(*v))
-        .y_labels(rows.len())
-        .y_label_formatter(&|v| row_label(&labels, *v))
-        .disable_y_mesh()
-        .light_line_style(RGBColor(235, 235, 235))
-        .draw()?;
+    row_mesh(&mut chart, x_label, "", &labels)?;
     for (k, (name, color)) in categories.iter().enumerate() {
         if rows.iter().all(|r| r.1.get(k).is_none_or(|v| v.is_nan() || *v <= 0.0)) {
             continue;
