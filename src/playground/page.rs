@@ -590,10 +590,11 @@ enum Unit {
     Fraction,
     Count,
     Usd,
+    Joules,
 }
 
 /// The headline numbers: (id, label, summary.json path, unit, lower is better).
-const HEADLINE: [(&str, &str, &str, Unit, bool); 12] = [
+const HEADLINE: [(&str, &str, &str, Unit, bool); 13] = [
     ("p50-ttft", "TTFT p50", "median_ttft_ms", Unit::Ms, true),
     ("p99-ttft", "TTFT p99", "p99_ttft_ms", Unit::Ms, true),
     ("p50-tpot", "TPOT p50", "median_tpot_ms", Unit::Ms, true),
@@ -606,6 +607,7 @@ const HEADLINE: [(&str, &str, &str, Unit, bool); 12] = [
     ("slo", "SLO attainment", "slo.attainment", Unit::Fraction, false),
     ("failed", "Failed requests", "failed", Unit::Count, true),
     ("cost", "$ per million output tokens", "cost.usd_per_million_output_tokens", Unit::Usd, true),
+    ("energy", "Energy per output token", "energy.joules_per_output_token", Unit::Joules, true),
 ];
 
 fn show(x: Option<f64>, unit: Unit, signed: bool) -> String {
@@ -619,6 +621,7 @@ fn show(x: Option<f64>, unit: Unit, signed: bool) -> String {
         Unit::Fraction => format!("{:.2}%", x * 100.0),
         Unit::Count => format!("{sign}{x:.0}"),
         Unit::Usd => format!("{}${:.3}", if x < 0.0 { "-" } else { sign }, x.abs()),
+        Unit::Joules => format!("{sign}{} J", fmt(Some(x), 3)),
     }
 }
 

@@ -177,6 +177,7 @@ fn playground_redraws_in_a_browser_and_exports_what_the_cli_reproduces() {
         assert_eq!(value(&dom, &format!("m-{id}")), cli, "{id}: the page and `servesim run` of the export differ");
     }
     assert_eq!(value(&dom, "m-slo"), summary["slo"]["attainment"].as_f64().unwrap());
+    assert_eq!(value(&dom, "m-energy"), summary["energy"]["joules_per_output_token"].as_f64().unwrap());
     assert_eq!(attr(&dom, "m-verdict", "data-value").as_deref(), summary["stability"]["verdict"].as_str());
     server.stop();
     eprintln!("playground checked in {:.1} s", started.elapsed().as_secs_f64());
