@@ -42,6 +42,32 @@ pub struct StepBatch {
 }
 
 impl StepBatch {
+    /// A step of `seqs` decoding sequences reading `ctx_tokens` of KV in
+    /// all, each verifying `spec_tokens` draft tokens (0: no speculation).
+    pub fn decoding(seqs: u32, ctx_tokens: f64, spec_tokens: u32) -> StepBatch {
+        StepBatch {
+            decode_seqs: seqs,
+            decode_ctx_tokens: ctx_tokens,
+            logits: seqs,
+            spec_tokens,
+            ..StepBatch::default()
+        }
+    }
+
+    /// Adds a prompt chunk of `c` tokens after `computed` tokens already in
+    /// the KV cache; `samples`: the chunk ends the prompt and yields a token.
+    #[inline]
+    pub fn add_chunk(&mut self, computed: u32, c: u32, samples: bool) {
+        let (p, cf) = (computed as f64, c as f64);
+        self.prefill_tokens += c as u64;
+        self.prefill_seqs += 1;
+        self.prefill_attn_pairs += cf * p + cf * (cf + 1.0) / 2.0;
+        self.prefill_ctx_tokens += p;
+        if samples {
+            self.logits += 1;
+        }
+    }
+
     /// Tokens through the model in this step.
     pub fn tokens(&self) -> u64 {
         self.prefill_tokens + self.decode_seqs as u64

@@ -1061,13 +1061,7 @@ impl<C: StepCostModel> Replica<C> {
             let own = if self.step.chunks.is_empty() {
                 compute
             } else {
-                let alone = StepBatch {
-                    decode_seqs: b.decode_seqs,
-                    decode_ctx_tokens: b.decode_ctx_tokens,
-                    logits: b.decode_seqs,
-                    spec_tokens: b.spec_tokens,
-                    ..StepBatch::default()
-                };
+                let alone = StepBatch::decoding(b.decode_seqs, b.decode_ctx_tokens, b.spec_tokens);
                 self.cost.predict(&alone).min(compute)
             };
             self.clocks.decode_step(own, compute - own, swap);
@@ -1077,15 +1071,8 @@ impl<C: StepCostModel> Replica<C> {
         for &(i, c) in &self.step.chunks {
             let s = self.running[i];
             if sinks.records[s.req as usize].first_token.is_nan() {
-                let (p, cf) = (s.computed as f64, c as f64);
-                let alone = StepBatch {
-                    prefill_tokens: c as u64,
-                    prefill_seqs: 1,
-                    prefill_attn_pairs: cf * p + cf * (cf + 1.0) / 2.0,
-                    prefill_ctx_tokens: p,
-                    logits: (s.computed + c == s.target && s.output > 0) as u32,
-                    ..StepBatch::default()
-                };
+                let mut alone = StepBatch::default();
+                alone.add_chunk(s.computed, c, s.samples_after(c));
                 let own = self.cost.predict(&alone).min(compute);
                 let a = sinks.records.attr(s.req);
                 a.parts[Part::Prefill.idx()] += own;
@@ -1177,13 +1164,8 @@ impl<C: StepCostModel> Replica<C> {
             self.decode.ctx += self.decode.n as u64;
             // Plan the next one: every sequence decodes one more token.
             self.kv.take_growth(self.decode.blocks_needed());
-            self.step.batch = StepBatch {
-                decode_seqs: self.decode.n,
-                decode_ctx_tokens: (self.decode.ctx + self.decode.n as u64) as f64,
-                logits: self.decode.n,
-                spec_tokens: self.p.spec_k,
-                ..StepBatch::default()
-            };
+            self.step.batch =
+                StepBatch::decoding(self.decode.n, (self.decode.ctx + self.decode.n as u64) as f64, self.p.spec_k);
             self.step.cost = self.cost.step(&self.step.batch);
             self.step.swap_time = 0.0;
             self.step.start = end;

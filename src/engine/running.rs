@@ -104,6 +104,14 @@ impl Seq {
     }
 }
 
+impl Seq {
+    /// Whether a chunk of `c` more tokens ends its prompt and samples a token.
+    #[inline]
+    pub(super) fn samples_after(&self, c: u32) -> bool {
+        self.computed + c == self.target && self.output > 0
+    }
+}
+
 /// The running sequences, in admission order.
 #[derive(Debug, Clone)]
 pub(super) struct Running {

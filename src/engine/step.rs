@@ -40,16 +40,7 @@ impl Step {
     /// Adds `c` prompt tokens of sequence `s` (in slot `i`) to the step.
     #[inline]
     pub(super) fn push_chunk(&mut self, i: u32, s: &Seq, c: u32) {
-        let p = s.computed as f64;
-        let cf = c as f64;
-        let b = &mut self.batch;
-        b.prefill_tokens += c as u64;
-        b.prefill_seqs += 1;
-        b.prefill_attn_pairs += cf * p + cf * (cf + 1.0) / 2.0;
-        b.prefill_ctx_tokens += p;
-        if s.computed + c == s.target && s.output > 0 {
-            b.logits += 1;
-        }
+        self.batch.add_chunk(s.computed, c, s.samples_after(c));
         self.chunks.push((i, c));
     }
 

@@ -168,9 +168,7 @@ pub fn text(x: &Explanation) -> String {
     o
 }
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
-}
+use crate::export::html_escape as esc;
 
 /// The explanation as an HTML section (`svg`: the chart, inline).
 pub fn html(x: &Explanation, svg: &str) -> String {

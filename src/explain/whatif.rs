@@ -70,7 +70,7 @@ fn replica_keys(c: &Cohort, rep: &crate::Report) -> Vec<(String, u32)> {
     }
 }
 
-/// The changes worth trying for the cohort's dominant cause (at most three).
+/// The changes worth trying for the cohort's dominant cause (at most four).
 pub fn candidates(c: &Cohort, rep: &crate::Report) -> Vec<Candidate> {
     let sc = &rep.setup.scenario;
     let e = &sc.engine;
@@ -83,15 +83,13 @@ pub fn candidates(c: &Cohort, rep: &crate::Report) -> Vec<Candidate> {
         }
     };
     let keys = replica_keys(c, rep);
-    let one_more = |why: &str| -> Vec<Candidate> {
-        keys.iter()
-            .map(|(k, n)| Candidate { changes: vec![(k.clone(), int(*n as i64 + 1))], why: why.to_string() })
-            .collect()
-    };
     let budget = e.max_num_batched_tokens as i64;
     if overloaded {
-        for m in one_more("the run is overloaded: the tail is the growing backlog, which only capacity removes") {
-            add(m.changes.iter().map(|(k, v)| (k.as_str(), v.clone())).collect(), &m.why);
+        for (k, n) in &keys {
+            add(
+                vec![(k, int(*n as i64 + 1))],
+                "the run is overloaded: the tail is the growing backlog, which only capacity removes",
+            );
         }
     }
     if !c.replica_shares.is_empty()
@@ -215,8 +213,8 @@ pub fn candidates(c: &Cohort, rep: &crate::Report) -> Vec<Candidate> {
             | Part::WaitStep
             | Part::Prefill
     ) {
-        for m in one_more("the replica is busy: one more replica shares the load (at a cost)") {
-            add(m.changes.iter().map(|(k, v)| (k.as_str(), v.clone())).collect(), &m.why);
+        for (k, n) in &keys {
+            add(vec![(k, int(*n as i64 + 1))], "the replica is busy: one more replica shares the load (at a cost)");
         }
     }
     out.truncate(4);

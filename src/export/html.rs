@@ -7,7 +7,8 @@ use serde_json::Value;
 use std::fmt::Write;
 use std::path::Path;
 
-fn esc(s: &str) -> String {
+/// Escapes text for HTML (element content and quoted attributes).
+pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 

@@ -10,7 +10,7 @@ pub(crate) mod staging;
 mod table;
 
 pub use self::csv::{RequestsCsv, write_requests_csv};
-pub use html::{report_number, stages_html, write_html_report};
+pub use html::{esc as html_escape, report_number, stages_html, write_html_report};
 pub use manifest::{Manifest, manifest};
 pub use run_data::{RunData, RunView, run_label};
 pub use run_folder::{write_run, write_run_charts, write_run_files};

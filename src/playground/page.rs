@@ -11,9 +11,7 @@ use serde_json::Value;
 use std::fmt::Write;
 use std::time::Instant;
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-}
+use crate::export::html_escape as esc;
 
 /// A number as the shortest text that reads back to it (what `data-value` holds).
 fn raw(x: f64) -> String {
