@@ -73,6 +73,7 @@ pub mod engine;
 pub mod error;
 pub mod explain;
 pub mod export;
+pub mod fleet;
 pub mod limits;
 pub mod memory;
 pub mod metrics;
@@ -119,6 +120,11 @@ pub fn run_setup(setup: &Setup, seed: u64) -> Report {
 /// either way.
 pub fn run_setup_with(setup: &Setup, seed: u64, recording: sim::Recording) -> Report {
     let mut output = sim::simulate_recording(setup, seed, recording);
+    if let Some(frozen) = fleet::frozen(setup) {
+        // The same arrivals with the fleet frozen at its initial size: what
+        // the capacity that arrived changed (summary.fleet.rescued_requests).
+        output.frozen_timeline = sim::simulate_recording(&frozen, seed, sim::Recording::Stream(None)).slo_timeline;
+    }
     let summary = metrics::summarize(setup, seed, &mut output);
     Report { setup: setup.clone(), seed, summary, output }
 }

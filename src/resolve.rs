@@ -142,6 +142,11 @@ pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
     pools.sort_by(|a, b| {
         (a.role == config::PoolRole::Decode, &a.name).cmp(&(b.role == config::PoolRole::Decode, &b.name))
     });
+    if let Some(f) = &s.fleet {
+        // Every slot the fleet may use is a replica of the pool; those not
+        // running at a given time serve nothing and cost nothing.
+        pools[0].replicas = f.slots(s.hardware.replicas);
+    }
     let workload = workload::plan::build(s)?;
     let max_model_len = pools.iter().map(|p| p.memory.max_model_len).min().unwrap_or(0);
     if !workload.clip {

@@ -42,6 +42,8 @@ pub enum Stream {
     ClassProcess(u32),
     /// The exponential step-time model of replica `r`.
     ReplicaStep(u32),
+    /// Random failures of fleet slot `r` (`fleet.mtbf_h`).
+    Failures(u32),
 }
 
 impl Stream {
@@ -81,6 +83,7 @@ impl Stream {
             Stream::Output(i) => 4 * FAMILY + i as u64,
             Stream::Think(i) => 5 * FAMILY + i as u64,
             Stream::Turns(i) => 6 * FAMILY + i as u64,
+            Stream::Failures(i) => 7 * FAMILY + i as u64,
         }
     }
 
@@ -100,7 +103,7 @@ mod tests {
         let mut ids = HashSet::new();
         let families = (0..100_000u32).flat_map(|i| {
             let per_class = [Stream::Prompt(i), Stream::Output(i), Stream::Think(i), Stream::Turns(i)];
-            [Stream::ClassProcess(i), Stream::ReplicaStep(i)]
+            [Stream::ClassProcess(i), Stream::ReplicaStep(i), Stream::Failures(i)]
                 .into_iter()
                 .chain(per_class.into_iter().filter(move |_| i > 0))
         });

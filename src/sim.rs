@@ -18,7 +18,12 @@
 //!    that instant served it;
 //! 6. `Transfer`, lowest request first: the request joins a decode replica's
 //!    queue and queues that replica's wake-up at the same instant, so it is
-//!    still served then.
+//!    still served then;
+//! 7. the fleet's events (`[fleet]`): a slot becoming ready, a failure
+//!    (random, then scripted), the policy's look, a warm standby refilled.
+//!    They come last so that the policy sees everything that happened at
+//!    that instant. When only fleet events are left (no arrival to come,
+//!    nobody in the system), the run ends.
 //!
 //! No wall-clock time, hash-map order or thread scheduling enters the loop:
 //! the same setup and seed give bit-identical records.
@@ -84,6 +89,14 @@ pub struct SimOutput {
     /// Why the run stopped before its last event, if it did: its results
     /// are then incomplete and must not be reported ([`crate::Report::check`]).
     pub stopped: Option<Stopped>,
+    /// What the fleet did (a `[fleet]` whose replicas may change).
+    pub fleet: Option<crate::fleet::FleetOutput>,
+    /// Requests by arrival time and how many met their SLO (with `[fleet]`).
+    pub slo_timeline: Option<crate::fleet::SloTimeline>,
+    /// The same for the fleet frozen at its initial size, same arrivals
+    /// (filled by [`crate::run_setup_with`] for a scaling policy): what
+    /// capacity that arrived in time changed.
+    pub frozen_timeline: Option<crate::fleet::SloTimeline>,
 }
 
 /// Why a run stopped before its last event.
@@ -131,11 +144,16 @@ struct Retired<'k> {
     parts: Vec<crate::metrics::Parts>,
     sample: RecordSample,
     sink: Option<&'k mut dyn RecordSink>,
+    /// A fleet's requests by arrival time.
+    slo: Option<(crate::fleet::SloTimeline, std::sync::Arc<crate::workload::WorkloadPlan>)>,
 }
 
 impl Retired<'_> {
     fn take(&mut self, id: u32, r: &RequestRecord, parts: Option<&crate::metrics::Parts>) {
         self.tally.add(r);
+        if let Some((t, w)) = self.slo.as_mut() {
+            t.add(r, crate::metrics::slo_met(w, r));
+        }
         if self.keep || id < TIMELINE_REQUESTS {
             self.records.push(*r);
         }
@@ -262,6 +280,16 @@ enum Kind {
     Timeout = 3,
     /// A prefill replica's KV cache has reached the decode pool.
     Transfer = 4,
+    /// A fleet slot has started (or been repaired): it serves from now.
+    Ready = 5,
+    /// A fleet slot fails (random failure of its current life).
+    Fail = 6,
+    /// A scripted failure (key: its index in `fleet.failures`).
+    Script = 7,
+    /// The fleet's scaling policy looks.
+    Tick = 8,
+    /// A warm standby has been replaced.
+    Refill = 9,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -451,6 +479,8 @@ struct Observed<'k> {
     handoffs: Vec<u32>,
     warmup: f64,
     notify: bool,
+    /// TTFTs of first tokens since the fleet policy last looked (`policy = "ttft"`).
+    first_tokens: Option<Vec<f64>>,
 }
 
 impl Observed<'_> {
@@ -471,6 +501,7 @@ impl Observed<'_> {
             notify: self.notify,
             done: &mut self.done,
             handoffs: &mut self.handoffs,
+            first_tokens: self.first_tokens.as_mut(),
         }
     }
 }
@@ -525,6 +556,17 @@ struct EventLoop<'s, 'k, C: StepCostModel> {
     pre_tok: f64,
     kv_bytes_per_token: f64,
     link: DisaggregationConfig,
+    /// `[fleet]`: replicas that come and go (None: a fixed cluster).
+    fleet: Option<Box<crate::fleet::Fleet>>,
+    /// Fleet events in the queue (when only they are left, the run ends).
+    fleet_events: usize,
+    /// Requests admitted while no replica is ready, waiting at the router for one.
+    held: VecDeque<u32>,
+    /// Per replica: the end of a step lost to a failure (its `StepEnd` is ignored).
+    lost_step: Vec<f64>,
+    /// Time up to which `area` is integrated (the clock, but for fleet
+    /// events that leave the requests in the system as they are).
+    area_t: f64,
 }
 
 impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
@@ -573,7 +615,25 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         };
         let cap = if keep { setup.workload.num_requests.unwrap_or(0).min(1 << 26) as usize } else { 0 };
         let sampler = Sampler::new(&replicas);
-        EventLoop {
+        let fleet = s.fleet.as_ref().filter(|f| f.is_dynamic()).map(|f| {
+            let p = &setup.pools[0];
+            let weights = p.memory.weights_gib_total * crate::catalog::GIB;
+            let cold = f.provision_s + weights / (f.weight_load_gbps * 1e9) + f.engine_start_s;
+            Box::new(crate::fleet::Fleet::new(f, n_rep, s.hardware.replicas as usize, seed, cold, warmup))
+        });
+        let mut router = Router::new(s.hardware.router, n_entry, Stream::Router.seed(seed))
+            .with_prefix_cap(s.hardware.prefix_load_cap);
+        if let Some(f) = &fleet {
+            let ready: Vec<bool> = (0..n_rep).map(|i| f.is_ready(i)).collect();
+            router = router.with_fleet(&ready);
+        }
+        let slo = s.fleet.as_ref().map(|_| {
+            let bucket = s.duration_s.map_or(300.0, |d| (d / 96.0).max(60.0));
+            (crate::fleet::SloTimeline::new(bucket), setup.workload.clone())
+        });
+        let first_tokens =
+            fleet.as_ref().filter(|f| f.config().policy == crate::config::ScalePolicy::Ttft).map(|_| Vec::new());
+        let mut this = EventLoop {
             setup,
             check,
             fast,
@@ -582,8 +642,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             requests,
             replicas,
             n_entry,
-            router: Router::new(s.hardware.router, n_entry, Stream::Router.seed(seed))
-                .with_prefix_cap(s.hardware.prefix_load_cap),
+            router,
             dec_router: Router::new(s.hardware.router, (n_rep - n_entry).max(1), Stream::DecodeRouter.seed(seed)),
             wake_pending: vec![false; n_rep],
             central: s.hardware.router == RouterKind::CentralQueue,
@@ -601,6 +660,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
                     parts: Vec::new(),
                     sample: RecordSample::new(SAMPLE),
                     sink,
+                    slo,
                 },
                 itl: vec![LogHistogram::new(); setup.workload.classes.len()],
                 completed: 0,
@@ -609,6 +669,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
                 handoffs: Vec::new(),
                 warmup,
                 notify,
+                first_tokens,
             },
             sampler,
             in_system: 0,
@@ -626,7 +687,14 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             pre_tok: s.engine.preprocess_us_per_token * 1e-6,
             kv_bytes_per_token: setup.llm.kv_bytes_per_token(setup.llm.num_layers as f64, 1.0, s.kv_dtype().bytes()),
             link: s.disaggregation.clone().unwrap_or_default(),
-        }
+            fleet,
+            fleet_events: 0,
+            held: VecDeque::new(),
+            lost_step: vec![f64::NAN; n_rep],
+            area_t: 0.0,
+        };
+        this.start_fleet();
+        this
     }
 
     /// Handles events in order until none is left; returns what was observed.
@@ -635,6 +703,14 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             let top = self.queue.peek().copied();
             let next_arrival = self.requests.peek_time();
             // An arrival goes after step ends at the same instant, before everything else.
+            if self.fleet_events > 0
+                && self.queue.len() == self.fleet_events
+                && next_arrival.is_none()
+                && self.in_system == 0
+            {
+                // Only the fleet's own events are left: the run is over.
+                break;
+            }
             let take_arrival = match (top, next_arrival) {
                 (None, None) => break,
                 (None, Some(_)) => true,
@@ -667,7 +743,16 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
                 continue;
             }
             let e = self.queue.pop().expect("event");
-            self.area += self.in_system as f64 * (e.t - self.now);
+            if e.kind as u8 >= Kind::Ready as u8 {
+                // Requests in the system stay as they are: the area is integrated later.
+                self.fleet_events -= 1;
+                self.now = e.t;
+                self.on_fleet(e);
+                self.obs.retire();
+                continue;
+            }
+            self.area += self.in_system as f64 * (e.t - self.area_t);
+            self.area_t = e.t;
             self.now = e.t;
             match e.kind {
                 Kind::Admit => self.on_admit(e.key),
@@ -675,6 +760,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
                 Kind::Transfer => self.on_transfer(e.key),
                 Kind::Wake => self.on_wake(e.key as usize),
                 Kind::StepEnd => self.on_step_end(e.key as usize, next_arrival),
+                _ => unreachable!("fleet events are handled above"),
             }
             self.obs.retire();
         }
@@ -685,7 +771,8 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
     /// rate-limited, given its client timeout, and sent through preprocessing.
     fn on_arrival(&mut self) {
         let mut a = self.requests.pop().expect("arrival");
-        self.area += self.in_system as f64 * (a.arrival - self.now);
+        self.area += self.in_system as f64 * (a.arrival - self.area_t);
+        self.area_t = a.arrival;
         self.now = a.arrival;
         let id = self.obs.records.len() as u32;
         let clipped = self.clip_long && clip(self.max_len, &mut a.prompt, &mut a.output);
@@ -793,6 +880,11 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
     /// can happen before they end (the next event or arrival, a hand-off, a
     /// closed-loop user's next request).
     fn on_step_end(&mut self, r: usize, next_arrival: Option<f64>) {
+        if self.lost_step[r] == self.now {
+            // The step was lost with its replica's failure.
+            self.lost_step[r] = f64::NAN;
+            return;
+        }
         let mut t = self.now;
         let mut horizon = self.queue.peek().map_or(f64::INFINITY, |x| x.t).min(next_arrival.unwrap_or(f64::INFINITY));
         loop {
@@ -862,6 +954,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             }
         }
         self.now = t;
+        self.area_t = t;
         self.last_step_end = t;
         if let Some(at) = self.replicas[r].take_wake() {
             self.queue.push(Event { t: at, kind: Kind::Wake, key: r as u32 });
@@ -874,6 +967,9 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
 
     /// Refuses a request already counted in the system.
     fn refuse(&mut self, id: u32, why: RejectReason) {
+        // (A fleet event may refuse: bring the area up to now first.)
+        self.area += self.in_system as f64 * (self.now - self.area_t);
+        self.area_t = self.now;
         self.obs.records[id as usize].status = Status::Rejected(why);
         self.in_system -= 1;
         if self.obs.notify {
@@ -892,6 +988,12 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             }
             self.central_queue.push_back(id);
             self.dispatch();
+        } else if !self.router.any_up() {
+            // No replica serves (scaled to zero, or all failed): wait at the router.
+            let rec = &mut self.obs.records[id as usize];
+            rec.admitted = self.now;
+            rec.replica = u32::MAX;
+            self.held.push_back(id);
         } else if !self.route(id) {
             self.refuse(id, RejectReason::QueueFull);
         }
@@ -932,6 +1034,9 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
                 self.central_queue.pop_front();
                 continue;
             }
+            if !self.router.any_up() {
+                break;
+            }
             let r = self.router.pick(u32::MAX);
             if self.replicas[r].outstanding() >= self.replicas[r].params().max_num_seqs {
                 break;
@@ -967,12 +1072,167 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         }
     }
 
-    /// Tells the router of replica `r`'s pool about its new load.
+    /// Tells the router of replica `r`'s pool about its new load (and turns
+    /// off a draining fleet slot that has emptied).
     fn observe(&mut self, r: usize) {
+        if let Some(f) = self.fleet.as_mut()
+            && f.state[r] == crate::fleet::SlotState::Draining
+            && !self.replicas[r].is_busy()
+            && self.replicas[r].outstanding() == 0
+        {
+            f.turn_off(r, self.now);
+        }
         if r < self.n_entry {
             self.router.observe(r, &self.replicas[r]);
         } else {
             self.dec_router.observe(r - self.n_entry, &self.replicas[r]);
+        }
+    }
+
+    /// Queues the fleet's first events: the policy's first look, the
+    /// scripted failures and the first random failure of each ready slot.
+    fn start_fleet(&mut self) {
+        let Some(f) = self.fleet.as_mut() else { return };
+        let mut first = Vec::new();
+        if f.config().policy != crate::config::ScalePolicy::None {
+            first.push(Event { t: f.config().interval_s, kind: Kind::Tick, key: 0 });
+        }
+        for (k, x) in f.config().failures.iter().enumerate() {
+            first.push(Event { t: x.at_s, kind: Kind::Script, key: k as u32 });
+        }
+        for i in 0..f.state.len() {
+            if f.is_ready(i)
+                && let Some(t) = f.next_failure(i, 0.0)
+            {
+                first.push(Event { t, kind: Kind::Fail, key: f.key(i) });
+            }
+        }
+        for e in first {
+            self.push_fleet(e);
+        }
+    }
+
+    fn push_fleet(&mut self, e: Event) {
+        self.fleet_events += 1;
+        self.queue.push(e);
+    }
+
+    /// A fleet event.
+    fn on_fleet(&mut self, e: Event) {
+        let now = self.now;
+        match e.kind {
+            Kind::Ready => {
+                let Some(i) = self.fleet.as_ref().and_then(|f| f.live(e.key)) else { return };
+                let f = self.fleet.as_mut().expect("fleet");
+                f.ready(i, now);
+                if let Some(t) = f.next_failure(i, now) {
+                    let key = f.key(i);
+                    self.push_fleet(Event { t, kind: Kind::Fail, key });
+                }
+                self.router.set_up(i, true);
+                self.observe(i);
+                // Requests held while no replica served go to the router now.
+                while let Some(id) = self.held.pop_front() {
+                    if !self.obs.records.refused(id) && !self.route(id) {
+                        self.refuse(id, RejectReason::QueueFull);
+                    }
+                }
+                if self.central {
+                    self.dispatch();
+                }
+            }
+            Kind::Fail => {
+                if let Some(i) = self.fleet.as_ref().and_then(|f| f.live(e.key)) {
+                    let repair = self.fleet.as_ref().map_or(0.0, |f| f.config().repair_s);
+                    self.fail(i, repair);
+                }
+            }
+            Kind::Script => {
+                let f = self.fleet.as_ref().expect("fleet");
+                let x = &f.config().failures[e.key as usize];
+                let (i, repair) = (x.replica as usize, x.repair_s.unwrap_or(f.config().repair_s));
+                if matches!(f.state[i], crate::fleet::SlotState::Ready | crate::fleet::SlotState::Draining) {
+                    self.fail(i, repair);
+                }
+            }
+            Kind::Tick => self.on_tick(),
+            Kind::Refill => self.fleet.as_mut().expect("fleet").refilled(now),
+            _ => unreachable!("not a fleet event"),
+        }
+    }
+
+    /// The scaling policy looks, and the fleet starts, drains or cancels replicas.
+    fn on_tick(&mut self) {
+        let now = self.now;
+        let views: Vec<crate::fleet::SlotView> = self
+            .replicas
+            .iter()
+            .map(|r| crate::fleet::SlotView {
+                busy: r.busy_total(),
+                outstanding: r.outstanding(),
+                pending_tokens: r.pending_tokens(),
+            })
+            .collect();
+        let waiting: Vec<u32> = self.held.iter().chain(self.central_queue.iter()).copied().collect();
+        let live: Vec<u32> = waiting.into_iter().filter(|&id| !self.obs.records.refused(id)).collect();
+        let held_tokens: u64 = live
+            .iter()
+            .map(|&id| {
+                let r = &self.obs.records[id as usize];
+                r.prompt as u64 + r.output as u64
+            })
+            .sum();
+        let f = self.fleet.as_mut().expect("fleet");
+        if let Some(v) = self.obs.first_tokens.as_mut() {
+            f.ttfts.append(v);
+        }
+        let actions = f.look(now, &views, live.len() as u32, held_tokens);
+        let interval = f.config().interval_s;
+        for a in actions {
+            match a {
+                crate::fleet::Action::Start(i, at) => {
+                    let key = self.fleet.as_ref().expect("fleet").key(i);
+                    self.push_fleet(Event { t: at, kind: Kind::Ready, key });
+                }
+                crate::fleet::Action::Drain(i) => {
+                    self.router.set_up(i, false);
+                    self.observe(i);
+                }
+                crate::fleet::Action::Cancel(_) => {}
+                crate::fleet::Action::Refill(at) => self.push_fleet(Event { t: at, kind: Kind::Refill, key: 0 }),
+            }
+        }
+        self.push_fleet(Event { t: now + interval, kind: Kind::Tick, key: 0 });
+    }
+
+    /// Slot `i` fails now: its requests are lost or sent again, and it is
+    /// repaired after `repair` seconds (a draining slot just turns off).
+    fn fail(&mut self, i: usize, repair: f64) {
+        let now = self.now;
+        if let Some(end) = self.replicas[i].step_end() {
+            self.lost_step[i] = end;
+        }
+        let ids = self.replicas[i].evacuate(now, &self.obs.records);
+        self.router.set_up(i, false);
+        let f = self.fleet.as_mut().expect("fleet");
+        let retry = f.config().on_failure == crate::config::OnFailure::Retry;
+        if let Some(at) = f.fail(i, now, repair, ids.len() as u64) {
+            let key = f.key(i);
+            self.push_fleet(Event { t: at, kind: Kind::Ready, key });
+        }
+        self.observe(i);
+        for id in ids {
+            if retry {
+                // Sent again from scratch; its time so far counts.
+                let rec = &mut self.obs.records[id as usize];
+                rec.first_scheduled = f64::NAN;
+                rec.first_token = f64::NAN;
+                rec.last_token = f64::NAN;
+                rec.generated = 0;
+                self.admit_now(id);
+            } else {
+                self.refuse(id, RejectReason::ReplicaFailed);
+            }
         }
     }
 
@@ -982,11 +1242,13 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         let Observed { records, retired, .. } = &mut self.obs;
         let peak_live_records = records.peak();
         records.retire_all(|id, r, p| retired.take(id, r, p));
-        let Retired { tally, keep, records, parts, sample, .. } = self.obs.retired;
+        let Retired { tally, keep, records, parts, sample, slo, .. } = self.obs.retired;
         let last_arrival = tally.last_arrival();
         for r in &mut self.replicas {
             r.close(self.now);
         }
+        let end = if self.last_step_end.is_nan() { self.now } else { self.last_step_end };
+        let fleet = self.fleet.take().map(|f| f.finish(end));
         let mut pooled = LogHistogram::new();
         for h in &self.obs.itl {
             pooled.merge(h);
@@ -1009,6 +1271,9 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             timeseries: self.sampler.samples,
             timeline: self.obs.timeline,
             stopped: self.stopped,
+            fleet,
+            slo_timeline: slo.map(|x| x.0),
+            frozen_timeline: None,
         }
     }
 }

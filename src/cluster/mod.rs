@@ -95,6 +95,10 @@ pub struct Router {
     /// `prefix-aware`: prefix block → replica last sent a request starting with it.
     prefix: HashMap<u64, u32>,
     prefix_cap: u64,
+    /// A fleet whose replicas come and go: which take requests (None: all, always).
+    up: Option<Vec<bool>>,
+    /// The replicas that take requests, ascending.
+    up_list: Vec<u32>,
 }
 
 /// Most prefix blocks the prefix-aware router remembers; past it the index
@@ -112,7 +116,55 @@ impl Router {
             sticky: HashMap::new(),
             prefix: HashMap::new(),
             prefix_cap: 8,
+            up: None,
+            up_list: Vec::new(),
         }
+    }
+
+    /// A router over a fleet whose replicas come and go, with those of
+    /// `ready` taking requests at first. With every replica ready it picks
+    /// exactly as a router without a fleet (same draws, same order).
+    pub fn with_fleet(mut self, ready: &[bool]) -> Self {
+        self.up = Some(vec![true; ready.len()]);
+        self.up_list = (0..ready.len() as u32).collect();
+        for (i, &r) in ready.iter().enumerate() {
+            if !r {
+                self.set_up(i, false);
+            }
+        }
+        self
+    }
+
+    /// Replica `i` starts or stops taking requests (a fleet's router only);
+    /// observe its load after it starts.
+    pub fn set_up(&mut self, i: usize, on: bool) {
+        let Some(up) = self.up.as_mut() else { return };
+        if up[i] == on {
+            return;
+        }
+        up[i] = on;
+        match self.up_list.binary_search(&(i as u32)) {
+            Ok(k) if !on => {
+                self.up_list.remove(k);
+            }
+            Err(k) if on => self.up_list.insert(k, i as u32),
+            _ => {}
+        }
+        // A replica that takes nothing is never the least loaded.
+        self.tree.set(i, if on { 0 } else { u64::MAX });
+        if !on {
+            self.sticky.retain(|_, r| *r as usize != i);
+        }
+    }
+
+    /// Whether any replica takes requests.
+    pub fn any_up(&self) -> bool {
+        self.up.is_none() || !self.up_list.is_empty()
+    }
+
+    #[inline]
+    fn is_up(&self, i: usize) -> bool {
+        self.up.as_ref().is_none_or(|u| u[i])
     }
 
     /// Sets the load cap of prefix-aware routing.
@@ -142,7 +194,7 @@ impl Router {
             }
         }
         let r = match owner {
-            Some(o) if self.tree.get(o) <= floor + self.prefix_cap => o,
+            Some(o) if self.is_up(o) && self.tree.get(o) <= floor + self.prefix_cap => o,
             _ => best,
         };
         if self.prefix.len() + ids.len() > PREFIX_INDEX_LIMIT {
@@ -167,7 +219,7 @@ impl Router {
     /// Records replica `i`'s current load (call whenever it may have changed).
     #[inline]
     pub fn observe<R: ReplicaLoad>(&mut self, i: usize, r: &R) {
-        if !matches!(self.kind, RouterKind::RoundRobin | RouterKind::Random) {
+        if !matches!(self.kind, RouterKind::RoundRobin | RouterKind::Random) && self.is_up(i) {
             let l = self.load(r);
             self.tree.set(i, l);
         }
@@ -175,6 +227,9 @@ impl Router {
 
     /// Picks the replica for the next request (of session `session`, u32::MAX: none).
     pub fn pick(&mut self, session: u32) -> usize {
+        if self.up.is_some() {
+            return self.pick_up(session);
+        }
         let n = self.tree.len();
         match self.kind {
             RouterKind::RoundRobin => {
@@ -189,6 +244,40 @@ impl Router {
                 }
                 let a = self.rng.random_range(0..n);
                 let b = (a + self.rng.random_range(1..n)) % n;
+                let (la, lb) = (self.tree.get(a), self.tree.get(b));
+                if la < lb || (la == lb && a < b) { a } else { b }
+            }
+            RouterKind::SessionAffinity if session != u32::MAX => {
+                let best = self.tree.argmin();
+                *self.sticky.entry(session).or_insert(best as u32) as usize
+            }
+            _ => self.tree.argmin(),
+        }
+    }
+}
+
+impl Router {
+    /// [`Router::pick`] over the replicas that take requests (at least one
+    /// must): the same choices as over a fixed cluster of those replicas.
+    fn pick_up(&mut self, session: u32) -> usize {
+        let n = self.up_list.len();
+        let at = |k: usize| self.up_list[k] as usize;
+        match self.kind {
+            RouterKind::RoundRobin => {
+                // The first replica after the last one picked, in index order.
+                let k = self.up_list.partition_point(|&r| (r as usize) < self.next);
+                let r = at(if k < n { k } else { 0 });
+                self.next = r + 1;
+                r
+            }
+            RouterKind::Random => at(self.rng.random_range(0..n)),
+            RouterKind::PowerOfTwo => {
+                if n == 1 {
+                    return at(0);
+                }
+                let a = self.rng.random_range(0..n);
+                let b = (a + self.rng.random_range(1..n)) % n;
+                let (a, b) = (at(a), at(b));
                 let (la, lb) = (self.tree.get(a), self.tree.get(b));
                 if la < lb || (la == lb && a < b) { a } else { b }
             }

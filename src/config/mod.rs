@@ -4,10 +4,12 @@
 //! serde, so a resolved [`Scenario`] serialises back to the complete
 //! configuration (this is what `manifest.json` and `servesim check` show).
 
+mod fleet;
 mod load;
 mod validate;
 mod workload;
 
+pub use fleet::{FleetConfig, MAX_SLOTS, OnFailure, ScalePolicy, ScheduleEntry, ScriptedFailure};
 pub use load::{
     LoadedScenario, apply_preset, apply_set, key_at, load_scenario, load_scenario_str, load_scenario_str_with,
     load_scenario_with, parse_value, preset_keys, set_value,
@@ -65,6 +67,9 @@ pub struct Scenario {
     /// replicas, or prefill/decode disaggregation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pools: Vec<PoolConfig>,
+    /// Replicas that come and go: autoscaling, cold starts, failures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetConfig>,
     /// How KV caches move from prefill to decode pools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disaggregation: Option<DisaggregationConfig>,

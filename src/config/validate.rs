@@ -260,6 +260,16 @@ impl Scenario {
             speculative(sp, self.cost.model)?;
         }
         self.validate_pools()?;
+        if let Some(f) = &self.fleet {
+            if !self.pools.is_empty() {
+                return fail(
+                    "fleet",
+                    "applies to the replicas of [hardware], not to [[pools]]",
+                    "describe one pool with hardware.gpu, tp and replicas, or remove [fleet]",
+                );
+            }
+            f.validate(self.hardware.replicas)?;
+        }
         let c = &self.cost;
         non_negative("cost.step_overhead_ms", c.step_overhead_ms)?;
         non_negative("cost.per_request_overhead_ms", c.per_request_overhead_ms)?;

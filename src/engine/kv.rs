@@ -108,6 +108,16 @@ impl KvBlocks {
         self.groups = groups;
     }
 
+    /// Each class's (prefix group, shared system-prompt tokens).
+    pub(super) fn groups(&self) -> Arc<[(u32, u32)]> {
+        self.groups.clone()
+    }
+
+    /// The replayed trace whose rows carry prefix-block hashes, if any.
+    pub(super) fn hashed(&self) -> Option<Arc<Trace>> {
+        self.hashed.clone()
+    }
+
     /// Sets the replayed trace whose rows carry prefix-block hashes.
     pub(super) fn set_hashes(&mut self, trace: Option<Arc<Trace>>) {
         self.hashed = trace.filter(|t| !t.hash_ids.is_empty());

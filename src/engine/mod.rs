@@ -260,6 +260,8 @@ pub struct Replica<C> {
     /// The power model's weights over the peaks: (c / peak FLOP/s, m / peak
     /// bytes/s), so that a step's activity × duration needs no division.
     power_weights: (f64, f64),
+    /// Time spent in steps since the start of the run (window or not), s.
+    busy_total: f64,
     /// Statistics.
     pub stats: ReplicaStats,
 }
@@ -309,6 +311,8 @@ pub struct Sinks<'a> {
     pub done: &'a mut Vec<u32>,
     /// Prefill pool: requests whose KV cache must now move to a decode pool.
     pub handoffs: &'a mut Vec<u32>,
+    /// TTFTs of the first tokens shown, when a fleet policy reads them.
+    pub first_tokens: Option<&'a mut Vec<f64>>,
 }
 
 impl<C: StepCostModel> Replica<C> {
@@ -338,6 +342,7 @@ impl<C: StepCostModel> Replica<C> {
             t_touch: 0.0,
             clocks: attribution::Clocks::default(),
             power_weights: (crate::energy::POWER.compute / cost_peak.0, crate::energy::POWER.memory / cost_peak.1),
+            busy_total: 0.0,
             stats: ReplicaStats {
                 peak_flops: cost_peak.0,
                 peak_bandwidth: cost_peak.1,
@@ -1195,6 +1200,9 @@ impl<C: StepCostModel> Replica<C> {
                 let first = r.first_token.is_nan();
                 if first {
                     r.first_token = t_end;
+                    if let Some(v) = sinks.first_tokens.as_mut() {
+                        v.push(t_end - r.arrival);
+                    }
                     if attributing {
                         // Its first decode step (on a decode pool) gave its first token.
                         let a = sinks.records.attr(s.req);
@@ -1262,6 +1270,9 @@ impl<C: StepCostModel> Replica<C> {
             if r.first_token.is_nan() {
                 if !leaves {
                     r.first_token = t_end;
+                    if let Some(v) = sinks.first_tokens.as_mut() {
+                        v.push(t_end - r.arrival);
+                    }
                 }
             } else if s.measured && s.output > 0 {
                 // Token after a recompute: its gap includes the time spent preempted.
@@ -1362,6 +1373,7 @@ impl<C: StepCostModel> Replica<C> {
     #[inline]
     fn account_step(&mut self, t_end: f64) {
         self.stats.steps += 1;
+        self.busy_total += t_end - self.step.start;
         self.stats.peak_step_tokens = self.stats.peak_step_tokens.max(self.step.batch.scheduled_tokens());
         let dt = t_end - self.step.start.max(self.window_start);
         if dt <= 0.0 {
@@ -1384,6 +1396,54 @@ impl<C: StepCostModel> Replica<C> {
         let used = self.kv.used();
         s.kv_area += used as f64 * dt;
         s.peak_kv_blocks = s.peak_kv_blocks.max(used);
+    }
+
+    /// Time spent in steps since the start of the run, s.
+    pub fn busy_total(&self) -> f64 {
+        self.busy_total
+    }
+
+    /// End of the step in flight, if any.
+    pub fn step_end(&self) -> Option<f64> {
+        self.step.busy.then_some(self.step.start + self.step.cost.time)
+    }
+
+    /// The replica fails at `now`: everything it held (GPU memory, the
+    /// prefix cache, the step in flight, its queue) is lost. Returns the
+    /// requests that were here (waiting or running, not those already
+    /// refused), oldest running first, then the queue; the replica is left
+    /// empty and idle, its statistics kept. The step in flight counts as
+    /// busy only up to `now`.
+    pub fn evacuate(&mut self, now: f64, records: &LiveRecords) -> Vec<u32> {
+        self.touch(now);
+        let mut out: Vec<u32> = self.running.iter().map(|(_, s)| s.req).collect();
+        let mut queued: Vec<u32> = self.waiting.entries().into_iter().filter(|&r| !records.refused(r)).collect();
+        queued.sort_unstable();
+        out.extend(queued);
+        if self.step.busy && self.step.start < now {
+            self.account_step(now);
+        }
+        let groups = self.kv.groups();
+        let hashed = self.kv.hashed();
+        let evictions = self.kv.cache.evictions;
+        self.kv = KvBlocks::new(self.p.num_blocks, self.p.block_size, self.p.prefix_caching);
+        self.kv.set_groups(groups);
+        self.kv.set_hashes(hashed);
+        self.kv.cache.evictions = evictions;
+        self.waiting = WaitQueue::new(self.p.keyed_queue);
+        self.running = Running::new();
+        self.prefilling.clear();
+        self.decode = DecodeGroup::new(self.p.block_size);
+        self.step = Step::default();
+        self.pending_tokens = 0;
+        self.wake_at = None;
+        self.in_transfer = handoff::HandOffs::default();
+        self.ready.clear();
+        self.swap = swap::Swap::new(self.p.swap_blocks, self.p.swap_block_time);
+        self.ratio = self.p.new_token_ratio.0;
+        self.step_promised = 0;
+        self.clocks = attribution::Clocks::default();
+        out
     }
 
     /// Closes the time integrals at the end of the run.

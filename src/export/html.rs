@@ -261,6 +261,9 @@ fn run_page(dir: &Path) -> Result<String> {
     }
     o += "<h2>The run over time</h2>";
     o += &svg(dir, "timeseries");
+    if s["fleet"].is_object() {
+        o += &fleet_section(&s["fleet"], dir);
+    }
     o += "<h2>Timeline of the first requests</h2><p class=\"note\">Grey: queued; blue: prefill chunks; green: decoding; red: preempted; black tick: first token.</p>";
     o += &svg(dir, "timeline");
     let u = &s["utilisation"];
@@ -295,6 +298,41 @@ fn run_page(dir: &Path) -> Result<String> {
     );
     o += &reading_backwards(dir)?;
     Ok(page(&format!("servesim: {name}"), &o))
+}
+
+/// The fleet section of the run page: replicas and SLO over time, the bill, failures.
+fn fleet_section(fl: &Value, dir: &Path) -> String {
+    let mut o = String::from("<h2>The fleet over the run</h2>");
+    o += &svg(dir, "fleet");
+    let x = &fl["failures"];
+    let _ = write!(
+        o,
+        "<table><tr><th class=\"l\">quantity</th><th>value</th></tr>\
+         <tr><td class=\"l\">policy (target), replicas min–max</td><td>{} ({}), {}–{}</td></tr>\
+         <tr><td class=\"l\">replicas serving: fewest / most; mean billed</td><td>{} / {}; {}</td></tr>\
+         <tr><td class=\"l\">scale-ups / scale-downs; cold start (s)</td><td>{} / {}; {}</td></tr>\
+         <tr><td class=\"l\">fleet GPU-hours ($)</td><td>{} (${})</td></tr>\
+         <tr><td class=\"l\">requests that met their SLO only because capacity arrived</td><td>{}</td></tr>\
+         <tr><td class=\"l\">failures (requests lost / retried), downtime (replica-s)</td><td>{} ({} / {}), {}</td></tr></table>",
+        esc(fl["policy"].as_str().unwrap_or("")),
+        f(&fl["target"], 3),
+        fl["min_replicas"],
+        fl["max_replicas"],
+        fl["min_ready_replicas"],
+        fl["peak_ready_replicas"],
+        f(&fl["mean_billed_replicas"], 2),
+        fl["scale_ups"],
+        fl["scale_downs"],
+        f(&fl["cold_start_s"], 1),
+        f(&fl["gpu_hours"], 3),
+        f(&fl["usd"], 2),
+        if fl["rescued_requests"].is_null() { "–".to_string() } else { fl["rescued_requests"].to_string() },
+        x["failures"],
+        x["lost_requests"],
+        x["retried_requests"],
+        f(&x["downtime_replica_s"], 1),
+    );
+    o
 }
 
 /// The sweep page.

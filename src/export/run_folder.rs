@@ -50,6 +50,10 @@ pub fn write_run_files(dir: &Path, loaded: &LoadedScenario, rep: &crate::Report,
             write_json(&dir.join("summary.json"), &rep.summary)?;
             write_json(&dir.join("timeseries.json"), &rep.output.timeseries)?;
             write_json(&dir.join("timeline.json"), &rep.output.timeline)?;
+            if let Some(f) = &rep.summary.fleet {
+                let title = format!("{}: the fleet over the run", rep.setup.scenario.name);
+                plot::save(&plot::fleet_figure(&title, f, rep.output.end_time), dir, "fleet")?;
+            }
             write_run_charts(dir, view)
         },
     );

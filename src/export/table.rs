@@ -230,8 +230,51 @@ pub fn format_summary(s: &Summary) -> String {
     if let Some(kg) = e.kg_co2 {
         row(&mut o, "Emissions (kg CO2e)", num(kg, 3));
     }
+    if let Some(f) = &s.fleet {
+        format_fleet(&mut o, f);
+    }
     let _ = writeln!(o, "{}", "=".repeat(W));
     o
+}
+
+/// The fleet block of the terminal summary.
+fn format_fleet(o: &mut String, f: &crate::metrics::fleet::FleetSummary) {
+    rule(o, "Fleet");
+    let target = f.target.map_or(String::new(), |t| format!(", target {t}"));
+    row(o, "Policy (replicas min–max)", format!("{}{target} ({}–{})", f.policy, f.min_replicas, f.max_replicas));
+    row(
+        o,
+        "Replicas serving min / peak",
+        format!(
+            "{} / {} (mean billed {})",
+            f.min_ready_replicas,
+            f.peak_ready_replicas,
+            num(f.mean_billed_replicas, 2)
+        ),
+    );
+    row(
+        o,
+        "Scale-ups / downs (cold start s)",
+        format!("{} / {} ({})", f.scale_ups, f.scale_downs, num(f.cold_start_s, 1)),
+    );
+    row(o, "Fleet GPU-hours ($)", format!("{} (${})", num(f.gpu_hours, 3), num(f.usd, 2)));
+    if let Some(r) = f.rescued_requests {
+        row(o, "SLO met only thanks to scaling", r);
+    }
+    let w =
+        f.slo_over_time.iter().filter_map(|w| w.attainment.map(|a| (a, w.t_start))).min_by(|a, b| a.0.total_cmp(&b.0));
+    if let Some((a, t)) = w {
+        row(o, "Worst window SLO attainment (%)", format!("{} (from {} s)", num(a * 100.0, 2), num(t, 0)));
+    }
+    let x = &f.failures;
+    if x.failures > 0 || x.mtbf_h.is_some() {
+        row(
+            o,
+            "Failures (lost / retried requests)",
+            format!("{} ({} / {})", x.failures, x.lost_requests, x.retried_requests),
+        );
+        row(o, "Replica downtime (s)", num(x.downtime_replica_s, 1));
+    }
 }
 
 /// The layout and memory plan of one pool (for `check`).

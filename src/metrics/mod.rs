@@ -1,5 +1,6 @@
 //! What the simulation observed, and how it is summarised.
 
+pub mod fleet;
 pub mod hist;
 pub mod parts;
 mod record;

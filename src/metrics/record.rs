@@ -18,6 +18,8 @@ pub enum RejectReason {
     TimedOut,
     /// Over its class's token rate limit.
     RateLimited,
+    /// Lost with the replica serving it (`fleet.on_failure = "lost"`).
+    ReplicaFailed,
 }
 
 impl RejectReason {
@@ -30,6 +32,7 @@ impl RejectReason {
             RejectReason::QueueFull,
             RejectReason::TimedOut,
             RejectReason::RateLimited,
+            RejectReason::ReplicaFailed,
         ]
         .into_iter()
         .find(|r| r.as_str() == s)
@@ -44,6 +47,7 @@ impl RejectReason {
             RejectReason::QueueFull => "queue_full",
             RejectReason::TimedOut => "timed_out",
             RejectReason::RateLimited => "rate_limited",
+            RejectReason::ReplicaFailed => "replica_failed",
         }
     }
 }

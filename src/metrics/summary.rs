@@ -189,7 +189,12 @@ pub struct DisaggSummary {
 }
 
 /// Per-pool utilisation and cost.
-fn pool_summaries(setup: &crate::Setup, stats: &[crate::engine::ReplicaStats], duration: f64) -> Vec<PoolSummary> {
+fn pool_summaries(
+    setup: &crate::Setup,
+    stats: &[crate::engine::ReplicaStats],
+    duration: f64,
+    fleet: Option<&crate::fleet::FleetOutput>,
+) -> Vec<PoolSummary> {
     setup
         .pools
         .iter()
@@ -201,6 +206,12 @@ fn pool_summaries(setup: &crate::Setup, stats: &[crate::engine::ReplicaStats], d
             let busy = sum(&|r| r.busy);
             let (pf, pb) = rs.first().map_or((f64::NAN, f64::NAN), |r| (r.peak_flops, r.peak_bandwidth));
             let num_gpus = p.replicas * p.layout.gpus();
+            // Replica-seconds of the window: a fleet's slots count while billed (one pool).
+            let span = fleet.map_or(duration * n, |f| f.slot_billed_s.iter().sum::<f64>());
+            let usd = match fleet {
+                Some(f) => p.layout.gpus() as f64 * f.billed_replica_s / 3600.0 * p.price_per_gpu_hour,
+                None => num_gpus as f64 * duration / 3600.0 * p.price_per_gpu_hour,
+            };
             PoolSummary {
                 name: p.name.clone(),
                 role: p.role.as_str().to_string(),
@@ -209,15 +220,15 @@ fn pool_summaries(setup: &crate::Setup, stats: &[crate::engine::ReplicaStats], d
                 replicas: p.replicas,
                 num_gpus,
                 price_per_gpu_hour: p.price_per_gpu_hour,
-                usd: num_gpus as f64 * duration / 3600.0 * p.price_per_gpu_hour,
+                usd,
                 requests: rs.iter().map(|r| r.routed).sum(),
                 handoffs: rs.iter().map(|r| r.handoffs).sum(),
-                gpu_busy_fraction: busy / (duration * n),
+                gpu_busy_fraction: busy / span,
                 mean_batch_size: if busy > 0.0 { sum(&|r| r.batch_area) / busy } else { 0.0 },
-                mfu: sum(&|r| r.flops) / (duration * n * pf),
-                mbu: sum(&|r| r.bytes) / (duration * n * pb),
+                mfu: sum(&|r| r.flops) / (span * pf),
+                mbu: sum(&|r| r.bytes) / (span * pb),
                 kv_blocks_per_replica: p.memory.num_blocks,
-                kv_mean_occupancy: sum(&|r| r.kv_area) / (duration * n * p.memory.num_blocks as f64),
+                kv_mean_occupancy: sum(&|r| r.kv_area) / (span * p.memory.num_blocks as f64),
                 preemptions: rs.iter().map(|r| r.preemptions).sum(),
             }
         })
@@ -232,15 +243,24 @@ fn energy_summary(
     stats: &[crate::engine::ReplicaStats],
     duration: f64,
     out_tok: u64,
+    fleet: Option<&crate::fleet::FleetOutput>,
 ) -> EnergySummary {
     let m = crate::energy::POWER;
     let mut joules = 0.0;
     let mut gpus = 0u32;
-    for r in stats {
+    for (i, r) in stats.iter().enumerate() {
         let p = &setup.pools[r.pool as usize];
         let g = p.layout.gpus();
         gpus += g;
-        joules += g as f64 * p.gpu.tdp_w * (m.idle * duration + (1.0 - m.idle) * r.activity_area);
+        // A fleet's slot draws the idle floor while billed (starting, serving, draining, under repair).
+        let on = fleet.map_or(duration, |f| f.slot_billed_s[i]);
+        joules += g as f64 * p.gpu.tdp_w * (m.idle * on + (1.0 - m.idle) * r.activity_area);
+    }
+    if let Some(f) = fleet {
+        // Warm standbys idle throughout; a fleet's mean power is per billed GPU.
+        let p = &setup.pools[0];
+        joules += p.layout.gpus() as f64 * p.gpu.tdp_w * m.idle * f.warm_replica_s;
+        gpus = (p.layout.gpus() as f64 * f.billed_replica_s / duration).round().max(1.0) as u32;
     }
     let h = &setup.scenario.hardware;
     let kwh = joules / 3.6e6;
@@ -497,6 +517,9 @@ pub struct Summary {
     pub cost: CostSummary,
     /// Energy.
     pub energy: EnergySummary,
+    /// The fleet over the run: replicas over time, failures, SLO over time
+    /// (null without a `[fleet]` whose replicas may change).
+    pub fleet: Option<super::fleet::FleetSummary>,
     /// true when the run reached a steady state without shedding load; false
     /// when it was overloaded (throughout or in a window) or stable only by
     /// shedding; null when inconclusive (run too short) or not applicable (offline).
@@ -660,7 +683,10 @@ pub fn summarize(setup: &Setup, seed: u64, out: &mut SimOutput) -> Summary {
     let sum = |f: &dyn Fn(&crate::engine::ReplicaStats) -> f64| stats.iter().map(f).sum::<f64>();
     let busy = sum(&|r| r.busy);
     let per_busy = |x: f64| if busy > 0.0 { x / busy } else { 0.0 };
-    let pools = pool_summaries(setup, stats, duration);
+    let fleet_out = out.fleet.as_ref();
+    let pools = pool_summaries(setup, stats, duration, fleet_out);
+    // Replica-seconds of the window (a fleet's: while billed, standbys aside).
+    let span = fleet_out.map_or(duration * n_rep, |f| f.slot_billed_s.iter().sum::<f64>());
     // Utilisations are the pools' own, weighted by their share of the GPUs
     // (with one pool, exactly that pool's).
     let by_gpus = |f: &dyn Fn(&PoolSummary) -> f64| {
@@ -670,8 +696,8 @@ pub fn summarize(setup: &Setup, seed: u64, out: &mut SimOutput) -> Summary {
         gpu_busy_fraction: by_gpus(&|p| p.gpu_busy_fraction),
         mean_batch_size: per_busy(sum(&|r| r.batch_area)),
         mean_tokens_per_step: per_busy(sum(&|r| r.token_area)),
-        mean_running: sum(&|r| r.running_area) / (duration * n_rep),
-        mean_waiting: sum(&|r| r.waiting_area) / (duration * n_rep),
+        mean_running: sum(&|r| r.running_area) / span,
+        mean_waiting: sum(&|r| r.waiting_area) / span,
         mfu: by_gpus(&|p| p.mfu),
         mbu: by_gpus(&|p| p.mbu),
         steps: stats.iter().map(|r| r.steps).sum(),
@@ -730,9 +756,25 @@ pub fn summarize(setup: &Setup, seed: u64, out: &mut SimOutput) -> Summary {
             mean_transfer_bytes: m.sum_bytes / nm,
         }
     });
-    let gpu_hours = num_gpus as f64 * duration / 3600.0;
+    let gpu_hours = match fleet_out {
+        Some(f) => setup.pools[0].layout.gpus() as f64 * f.billed_replica_s / 3600.0,
+        None => num_gpus as f64 * duration / 3600.0,
+    };
     let one = (setup.pools.len() == 1).then(|| setup.pools[0].price_per_gpu_hour);
-    let energy = energy_summary(setup, stats, duration, out_tok);
+    let energy = energy_summary(setup, stats, duration, out_tok, fleet_out);
+    let fleet = out.fleet.as_ref().map(|f| {
+        let p = &setup.pools[0];
+        let t = out.slo_timeline.clone().unwrap_or_default();
+        super::fleet::summarize(
+            setup,
+            f,
+            &t,
+            out.frozen_timeline.as_ref(),
+            duration,
+            p.layout.gpus(),
+            p.price_per_gpu_hour,
+        )
+    });
     let total_usd = match one {
         Some(price) => gpu_hours * price,
         None => pools.iter().map(|p| p.usd).sum(),
@@ -797,6 +839,7 @@ pub fn summarize(setup: &Setup, seed: u64, out: &mut SimOutput) -> Summary {
         disaggregation,
         cost,
         energy,
+        fleet,
         stable,
         stability,
         littles_law,

@@ -8,7 +8,7 @@
 mod run_charts;
 mod sweep_charts;
 
-pub use run_charts::{cdf_figure, gantt_figure, timeseries_figure};
+pub use run_charts::{cdf_figure, fleet_figure, gantt_figure, timeseries_figure};
 pub use sweep_charts::{SweepPoint, hockey_figure, pareto_figure, tradeoff_figure};
 
 use crate::error::{Error, Result, at};

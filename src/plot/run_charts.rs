@@ -159,3 +159,62 @@ pub fn gantt_figure(title: &str, records: &[RequestRecord], spans: &[Span], n: u
     }
     Figure::Gantt { title: title.into(), x_label: "simulated time (ms)".into(), rows }
 }
+
+/// The fleet over the run: replicas serving and billed as steps over time,
+/// and the SLO attainment of each arrival window (with the fleet frozen at
+/// its initial size beside it, when the run has a scaling policy).
+pub fn fleet_figure(title: &str, f: &crate::metrics::fleet::FleetSummary, end: f64) -> Figure {
+    let steps = |v: &dyn Fn(&crate::fleet::FleetSample) -> u32| {
+        let mut pts = Vec::new();
+        for (k, s) in f.replicas_over_time.iter().enumerate() {
+            let next = f.replicas_over_time.get(k + 1).map_or(end, |n| n.t);
+            pts.push((s.t, v(s) as f64));
+            pts.push((next, v(s) as f64));
+        }
+        pts
+    };
+    let line = |name: &str, points, k: usize| Series {
+        name: name.into(),
+        points,
+        color: PALETTE[k],
+        line: true,
+        markers: false,
+        bold: false,
+    };
+    let mid = |w: &crate::metrics::fleet::SloWindow| (w.t_start + w.t_end) / 2.0;
+    let mut slo = vec![line(
+        "this fleet",
+        f.slo_over_time.iter().filter_map(|w| w.attainment.map(|a| (mid(w), a * 100.0))).collect(),
+        0,
+    )];
+    if f.rescued_requests.is_some() {
+        let frozen = f
+            .slo_over_time
+            .iter()
+            .filter(|w| w.requests > 0)
+            .filter_map(|w| w.slo_met_frozen.map(|m| (mid(w), m as f64 / w.requests as f64 * 100.0)))
+            .collect();
+        let n = f.initial_replicas;
+        slo.push(line(&format!("frozen at {n} replica{}", if n == 1 { "" } else { "s" }), frozen, 3));
+    }
+    let panels = vec![
+        XyChart {
+            title: "Replicas".into(),
+            x_label: "simulated time (s)".into(),
+            y_label: "replicas".into(),
+            series: vec![
+                line("serving", steps(&|s| s.ready), 0),
+                line("billed", steps(&|s| s.ready + s.starting + s.draining + s.failed + s.warm), 1),
+            ],
+            ..Default::default()
+        },
+        XyChart {
+            title: "SLO attainment by arrival time".into(),
+            x_label: "simulated time (s)".into(),
+            y_label: "requests meeting the SLO (%)".into(),
+            series: slo,
+            ..Default::default()
+        },
+    ];
+    Figure::Panels { title: title.into(), rows: 1, cols: 2, panels }
+}

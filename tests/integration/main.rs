@@ -13,6 +13,7 @@ mod energy;
 mod engines;
 mod explain;
 mod fast_path;
+mod fleet;
 mod hostile;
 mod invariants;
 mod parallelism;

@@ -238,3 +238,21 @@ fn pools_speculation_and_swap_summaries_match_schema() {
     assert!(spec["speculative"]["tokens_per_step"].as_f64().is_some_and(|x| x > 1.5));
     assert!(spec["utilisation"]["swapped_out"].as_u64().is_some_and(|x| x > 0), "{}", spec["utilisation"]);
 }
+
+/// A fleet that scales, with a warm pool and a scripted failure: the fleet
+/// section (replicas and SLO over time, failures) validates.
+#[test]
+fn fleet_summary_matches_schema() {
+    let text = format!(
+        "{QUICKSTART}\n[fleet]\npolicy = \"queue\"\ntarget = 8\nmax_replicas = 3\ninterval_s = 5\nwarm_pool = 1\n\
+         failures = [{{ at_s = 30, replica = 0, repair_s = 20 }}]\n"
+    );
+    let json = summary_json(&text, "fleet.toml", &["num_requests=1500", "workload.rate=20"]);
+    assert_valid(&json, "quickstart with a fleet");
+    assert_eq!(json["fleet"]["policy"], "queue");
+    assert_eq!(json["fleet"]["failures"]["failures"], 1);
+    assert!(json["fleet"]["replicas_over_time"].as_array().is_some_and(|a| a.len() > 1));
+    assert!(json["fleet"]["rescued_requests"].is_u64());
+    let plain = summary_json(QUICKSTART, "quickstart.toml", &["num_requests=100"]);
+    assert!(plain["fleet"].is_null());
+}

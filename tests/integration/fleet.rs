@@ -1,0 +1,218 @@
+//! A fleet whose replicas come and go (Step 10): autoscaling never serves
+//! from a replica before it is ready, bounds min = max are a static fleet,
+//! failures lose or retry exactly the requests on the failed replica, and
+//! the fleet's bill follows its replicas.
+
+use crate::common::{run, setup};
+use servesim::metrics::{RejectReason, Status};
+
+/// Llama-3.1-8B on H100s, chat lengths, a rate that swings from 4 to 36
+/// req/s over a 30-minute "day".
+const DAY: &str = r#"
+name = "fleet-day"
+seed = 5
+duration_s = 1800
+warmup_s = 0
+
+[model]
+name = "llama-3.1-8b"
+
+[hardware]
+gpu = "h100-sxm"
+replicas = 1
+router = "least-tokens"
+
+[workload]
+arrival = "poisson"
+rate = 20.0
+diurnal = { amplitude = 16.0, period_s = 1800, phase_s = 0 }
+prompt_tokens = { dist = "lognormal", mean = 800, cv = 1.0 }
+output_tokens = { dist = "lognormal", mean = 200, cv = 0.8 }
+
+[slo]
+ttft_ms = 500
+tpot_ms = 50
+
+[fleet]
+policy = "queue"
+target = 24
+min_replicas = 1
+max_replicas = 4
+interval_s = 10
+scale_down_delay_s = 60
+provision_s = 20
+engine_start_s = 10
+"#;
+
+/// Every request is routed to a replica while that replica takes requests,
+/// and starts there no earlier than the replica became ready.
+fn assert_served_only_when_ready(rep: &servesim::Report) {
+    let f = rep.output.fleet.as_ref().expect("a fleet ran");
+    let mut served = 0;
+    for (id, r) in rep.output.records.iter().enumerate() {
+        if r.status != Status::Completed {
+            continue;
+        }
+        let iv = &f.serving[r.replica as usize];
+        let ok = iv.iter().any(|&(a, b)| a <= r.admitted && r.admitted < b && r.first_scheduled >= a);
+        assert!(ok, "request {id} admitted at {} on replica {} outside its serving time {iv:?}", r.admitted, r.replica);
+        served += 1;
+    }
+    assert!(served > 0);
+}
+
+#[test]
+fn autoscaling_never_serves_from_a_replica_before_it_is_ready() {
+    let rep = run(DAY, &[]);
+    let fl = rep.summary.fleet.as_ref().expect("fleet summary");
+    assert!(fl.scale_ups > 0 && fl.scale_downs > 0, "{fl:?}");
+    assert!(fl.peak_ready_replicas > 1);
+    assert_served_only_when_ready(&rep);
+    // A replica added later than t = 0 served only after its cold start.
+    let f = rep.output.fleet.as_ref().unwrap();
+    assert!(
+        (f.cold_start_s - (20.0 + 10.0 + rep.setup.pools[0].memory.weights_gib_total * 1.073741824 / 2.0)).abs() < 1e-6
+    );
+    for iv in &f.serving[1..] {
+        for &(a, _) in iv {
+            assert!(a >= f.cold_start_s + 10.0 - 1e-9, "ready at {a}, before a tick plus a cold start");
+        }
+    }
+    // Starting replicas ran no steps: every busy second lies in billed
+    // time after the cold start (serving, then draining).
+    for (i, st) in rep.output.replicas.iter().enumerate() {
+        let starting = f.serving[i].len() as f64 * f.cold_start_s * (i > 0) as u8 as f64;
+        assert!(
+            st.busy <= f.slot_billed_s[i] - starting + 1e-6,
+            "replica {i}: busy {} > {}",
+            st.busy,
+            f.slot_billed_s[i]
+        );
+    }
+    // Billed time covers serving time; the bill is GPU-hours × price.
+    assert!(
+        f.billed_replica_s
+            >= f.serving.iter().flatten().map(|&(a, b)| b.min(rep.output.end_time) - a).sum::<f64>() - 1e-6
+    );
+    assert!((fl.usd - fl.gpu_hours * rep.setup.pools[0].price_per_gpu_hour).abs() < 1e-9);
+    assert!((rep.summary.cost.gpu_hours - fl.gpu_hours).abs() < 1e-12);
+    // Every request is accounted for, and the SLO windows add up.
+    let n = rep.output.records.len() as u64;
+    assert_eq!(fl.slo_over_time.iter().map(|w| w.requests).sum::<u64>(), n);
+    assert!(fl.rescued_requests.unwrap() > 0, "frozen at one replica, the peak misses its SLO");
+}
+
+#[test]
+fn bounds_min_equal_max_are_a_static_fleet() {
+    let fixed = DAY.replace("[fleet]", "[ignored]").split("[ignored]").next().unwrap().to_string();
+    for policy in ["queue", "utilisation", "pending-tokens", "ttft"] {
+        let p = format!("fleet.policy=\"{policy}\"");
+        let target = if policy == "utilisation" { "fleet.target=0.5" } else { "fleet.target=24" };
+        let scaled = run(DAY, &[&p, target, "hardware.replicas=2", "fleet.min_replicas=2", "fleet.max_replicas=2"]);
+        let stat = run(&fixed, &["hardware.replicas=2"]);
+        assert_eq!(scaled.output.records.len(), stat.output.records.len());
+        for (a, b) in scaled.output.records.iter().zip(&stat.output.records) {
+            assert_eq!(format!("{a:?}"), format!("{b:?}"), "{policy}");
+        }
+        let mut a = serde_json::to_value(&scaled.summary).unwrap();
+        let b = serde_json::to_value(&stat.summary).unwrap();
+        let fl = a.as_object_mut().unwrap().remove("fleet").expect("fleet section");
+        assert_eq!(fl["scale_ups"], 0);
+        assert_eq!(a, b, "{policy}: min = max must be the static fleet, summary included");
+    }
+}
+
+#[test]
+fn failures_lose_or_retry_exactly_the_requests_on_the_failed_replica() {
+    let fixed = DAY.replace("[fleet]", "[ignored]").split("[ignored]").next().unwrap().to_string();
+    let failing = format!("{fixed}\n[fleet]\nfailures = [{{ at_s = 600, replica = 1, repair_s = 120 }}]\n");
+    let lost = run(&failing, &["hardware.replicas=3", "fleet.on_failure=\"lost\""]);
+    let retry = run(&failing, &["hardware.replicas=3"]);
+    let base = run(&fixed, &["hardware.replicas=3"]);
+    let fl = lost.summary.fleet.as_ref().unwrap();
+    assert_eq!(fl.failures.failures, 1);
+    assert!(fl.failures.lost_requests > 0);
+    assert_eq!(
+        lost.summary.metrics.failures_by_reason.get(RejectReason::ReplicaFailed.as_str()).copied(),
+        Some(fl.failures.lost_requests)
+    );
+    assert!((fl.failures.downtime_replica_s - 120.0).abs() < 1e-9);
+    // Up to the failure the three runs are the same run.
+    for ((a, b), c) in lost.output.records.iter().zip(&retry.output.records).zip(&base.output.records) {
+        if a.arrival < 590.0 && c.last_token < 600.0 {
+            assert_eq!(format!("{a:?}"), format!("{c:?}"));
+            assert_eq!(format!("{b:?}"), format!("{c:?}"));
+        }
+    }
+    // Retrying loses nothing: every request completes, and those sent again took longer.
+    let rf = retry.summary.fleet.as_ref().unwrap();
+    assert_eq!(rf.failures.retried_requests, fl.failures.lost_requests);
+    assert!(retry.output.records.iter().all(|r| r.status == Status::Completed));
+    assert_served_only_when_ready(&retry);
+    // The failed replica is billed while under repair (a reserved GPU).
+    assert!((lost.summary.cost.gpu_hours - base.summary.cost.gpu_hours).abs() / base.summary.cost.gpu_hours < 0.01);
+}
+
+#[test]
+fn random_failures_are_deterministic_and_follow_the_mtbf() {
+    let fixed = DAY.replace("[fleet]", "[ignored]").split("[ignored]").next().unwrap().to_string();
+    let text = format!("{fixed}\n[fleet]\nmtbf_h = 0.1\nrepair_s = 30\n");
+    let a = run(&text, &["hardware.replicas=4"]);
+    let b = run(&text, &["hardware.replicas=4"]);
+    let (fa, fb) = (a.summary.fleet.as_ref().unwrap(), b.summary.fleet.as_ref().unwrap());
+    assert_eq!(fa, fb);
+    // 4 replicas × 0.5 h at one failure per 0.1 h: 20 expected (less the repair time).
+    assert!((8..=35).contains(&fa.failures.failures), "{} failures", fa.failures.failures);
+    assert!(a.output.records.iter().all(|r| r.status == Status::Completed));
+}
+
+#[test]
+fn scale_to_zero_holds_requests_until_a_replica_is_ready() {
+    let text = DAY.replace("min_replicas = 1", "min_replicas = 0");
+    let s = setup(&text, &["workload.rate=0.5", "workload.diurnal.amplitude=0.4", "fleet.target=2"]);
+    let rep = servesim::run_setup(&s, s.scenario.seed);
+    let fl = rep.summary.fleet.as_ref().unwrap();
+    assert_eq!(fl.min_ready_replicas, 0, "the fleet scaled to zero");
+    assert!(rep.output.records.iter().all(|r| r.status == Status::Completed));
+    // Some request waited out a cold start.
+    let cold = rep.output.fleet.as_ref().unwrap().cold_start_s;
+    assert!(rep.output.records.iter().any(|r| r.ttft() > cold * 0.5), "no request waited for a replica");
+    assert_served_only_when_ready(&rep);
+}
+
+#[test]
+fn a_warm_pool_starts_replicas_faster() {
+    let cold = run(DAY, &[]);
+    let warm = run(DAY, &["fleet.warm_pool=1", "fleet.warm_start_s=2"]);
+    let (c, w) = (cold.summary.fleet.as_ref().unwrap(), warm.summary.fleet.as_ref().unwrap());
+    assert_eq!(w.warm_pool, 1);
+    // The standby is billed throughout.
+    assert!(warm.output.fleet.as_ref().unwrap().warm_replica_s >= warm.summary.duration - 1e-6);
+    assert!(
+        warm.summary.metrics.slo.as_ref().unwrap().attainment
+            >= cold.summary.metrics.slo.as_ref().unwrap().attainment - 1e-3,
+        "{w:?} {c:?}"
+    );
+}
+
+#[test]
+fn bad_fleet_values_name_the_key() {
+    for (set, key) in [
+        ("fleet.min_replicas=9", "fleet.min_replicas"),
+        ("fleet.target=-1", "fleet.target"),
+        ("fleet.policy=\"schedule\"", "fleet.target"),
+        ("fleet.failures=[{ at_s = 5, replica = 7 }]", "fleet.failures[0].replica"),
+        ("fleet.weight_load_gbps=0", "fleet.weight_load_gbps"),
+    ] {
+        let sets = vec![set.to_string()];
+        let loaded = servesim::config::load_scenario_str(DAY, std::path::Path::new("t.toml"), &sets);
+        let err = match loaded {
+            Err(e) => e.to_string(),
+            Ok(l) => servesim::resolve(&l.scenario, &servesim::Catalog::builtin().unwrap())
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default(),
+        };
+        assert!(err.contains(key), "{set}: {err}");
+    }
+}
