@@ -414,6 +414,44 @@ pub struct Candidate {
     /// `slo.min_attainment` or without an answer): below 10, the percentile
     /// rests on a handful of requests.
     pub tail_requests: Option<f64>,
+    /// Simulated time of the run at that size, s.
+    #[serde(skip)]
+    pub sim_time_s: f64,
+    /// The overrides that simulate it at the target load (replicas aside).
+    #[serde(skip)]
+    pub overrides: Vec<(String, toml::Value)>,
+}
+
+/// One way to run the winner's replicas over the run: static, or scaled by
+/// the scenario's `[fleet]` policy within some bounds.
+#[derive(Debug, Clone, Serialize)]
+pub struct FleetChoice {
+    /// `static` or the policy's name.
+    pub policy: String,
+    /// Fewest replicas.
+    pub min_replicas: u32,
+    /// Most replicas.
+    pub max_replicas: u32,
+    /// Replicas billed on average (standbys included).
+    pub mean_billed_replicas: f64,
+    /// Its GPUs' cost per hour on average over the run, USD.
+    pub usd_per_hour: f64,
+    /// How the run fares against the SLOs.
+    pub verdict: Verdict,
+}
+
+/// N+1 planning: the replicas the winner needs to hold the SLOs through a
+/// replica failure.
+#[derive(Debug, Clone, Serialize)]
+pub struct FailureHeadroom {
+    /// When the failure strikes (the middle of the run), s.
+    pub at_s: f64,
+    /// How long the replica is down, s (`fleet.repair_s`).
+    pub repair_s: f64,
+    /// The winner's size, and how it fares through the failure.
+    pub at_winner: Verdict,
+    /// Fewest replicas that hold the SLOs through it (null: none up to the winner's size + 2).
+    pub replicas_needed: Option<u32>,
 }
 
 /// The result of `servesim plan`.
@@ -426,6 +464,11 @@ pub struct Plan {
     /// When an answer rests on too few requests beyond the SLO percentile:
     /// the reason and the `--min-requests` that would fix it.
     pub precision_warning: Option<String>,
+    /// The winner run static and scaled by the scenario's `[fleet]` policy,
+    /// cheapest first (empty without a policy).
+    pub fleet_choices: Vec<FleetChoice>,
+    /// What the winner needs to hold the SLOs through a replica failure.
+    pub failure_headroom: Option<FailureHeadroom>,
 }
 
 fn axes(s: &Scenario) -> Vec<(String, Vec<toml::Value>)> {
@@ -491,6 +534,8 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
                 note: String::new(),
                 model_error: crate::validate::band(s.engine.preset.as_deref(), ""),
                 tail_requests: None,
+                sim_time_s: f64::NAN,
+                overrides: over.clone(),
             };
             let gpu_key = catalog.gpu(&c.gpu).map_or(c.gpu.clone(), |e| e.key.clone());
             let base = match loaded.derive(&over, "plan candidate").and_then(|sc| resolve(&sc, catalog)) {
@@ -504,6 +549,10 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
             let run_at = |n: u32| -> Result<Summary> {
                 let mut o = over.clone();
                 o.push(("hardware.replicas".into(), toml::Value::Integer(n as i64)));
+                if s.fleet.is_some() {
+                    // Sized static; the fleet's policy is weighed for the winner afterwards.
+                    o.push(("fleet.policy".into(), toml::Value::String("none".into())));
+                }
                 simulate(loaded, catalog, &o, seed)
             };
             // Exponential search, then bisection, on the replica count.
@@ -555,6 +604,7 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
             c.usd_per_million_output_tokens = Some(gpus as f64 * price / 3600.0 / sum.metrics.output_throughput * 1e6);
             c.verdict = Some(judge(&sum, &slo));
             c.tail_requests = Some(tail_requests(&sum, &slo)).filter(|t| t.is_finite());
+            c.sim_time_s = sum.simulated_time_s;
             if n > 1 {
                 c.one_fewer = Some(judge(&run_at(n - 1)?, &slo));
             }
@@ -579,7 +629,114 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
             lengthen_advice(p)
         )
     });
-    Ok(Plan { rate, candidates, precision_warning })
+    let winner = candidates.iter().find(|c| c.replicas.is_some() && c.verdict.is_some());
+    let (fleet_choices, failure_headroom) = match winner {
+        Some(w) => rayon::join(
+            || fleet_choices(loaded, catalog, &w.overrides, w, &slo, seed),
+            || failure_headroom(loaded, catalog, &w.overrides, w, &slo, seed),
+        ),
+        None => (Ok(Vec::new()), Ok(None)),
+    };
+    Ok(Plan { rate, candidates, precision_warning, fleet_choices: fleet_choices?, failure_headroom: failure_headroom? })
+}
+
+/// `hardware.replicas = n` and the `[fleet]` overrides of a static fleet.
+fn sized(over: &[(String, toml::Value)], n: u32, fleet: Vec<(&str, toml::Value)>) -> Vec<(String, toml::Value)> {
+    let mut o = over.to_vec();
+    o.push(("hardware.replicas".into(), toml::Value::Integer(n as i64)));
+    o.extend(fleet.into_iter().map(|(k, v)| (k.to_string(), v)));
+    o
+}
+
+/// The winner static, and scaled by the scenario's policy with every
+/// minimum from 1 to its size and a maximum of its size or one more: the
+/// cheapest that meets the SLOs first.
+fn fleet_choices(
+    loaded: &LoadedScenario,
+    catalog: &Catalog,
+    over: &[(String, toml::Value)],
+    w: &Candidate,
+    slo: &SloConfig,
+    seed: u64,
+) -> Result<Vec<FleetChoice>> {
+    use toml::Value;
+    let Some(f) = loaded.scenario.fleet.as_ref().filter(|f| f.policy != crate::config::ScalePolicy::None) else {
+        return Ok(Vec::new());
+    };
+    let n = w.replicas.unwrap_or(1);
+    let price = w.usd_per_hour.unwrap_or(f64::NAN) / w.gpus.unwrap_or(1).max(1) as f64;
+    let per_replica = w.gpus.unwrap_or(1) as f64 / n.max(1) as f64;
+    let mut shapes = vec![(0u32, 0u32)]; // static
+    for max in [n, n + 1] {
+        for min in 1..=n.min(max) {
+            if min < max {
+                shapes.push((min, max));
+            }
+        }
+    }
+    let runs: Vec<Result<FleetChoice>> = shapes
+        .par_iter()
+        .map(|&(min, max)| {
+            let (o, policy) = if max == 0 {
+                (sized(over, n, vec![("fleet.policy", Value::String("none".into()))]), "static".to_string())
+            } else {
+                let fl = vec![
+                    ("fleet.min_replicas", Value::Integer(min as i64)),
+                    ("fleet.max_replicas", Value::Integer(max as i64)),
+                ];
+                (sized(over, max, fl), f.policy.as_str().to_string())
+            };
+            let sum = simulate(loaded, catalog, &o, seed)?;
+            let hours = sum.duration / 3600.0;
+            let billed = sum.fleet.as_ref().map_or(n as f64, |x| x.mean_billed_replicas);
+            Ok(FleetChoice {
+                policy,
+                min_replicas: if max == 0 { n } else { min },
+                max_replicas: if max == 0 { n } else { max },
+                mean_billed_replicas: billed,
+                usd_per_hour: sum.fleet.as_ref().map_or(billed * per_replica * price, |x| x.usd / hours),
+                verdict: judge(&sum, slo),
+            })
+        })
+        .collect();
+    let mut out: Vec<FleetChoice> = runs.into_iter().collect::<Result<_>>()?;
+    out.sort_by(|a, b| b.verdict.meets.cmp(&a.verdict.meets).then(a.usd_per_hour.total_cmp(&b.usd_per_hour)));
+    Ok(out)
+}
+
+/// N+1: the winner's static fleet with one replica failing in the middle of
+/// the run (its requests retried), then one and two replicas more, until
+/// the SLOs hold through the failure.
+fn failure_headroom(
+    loaded: &LoadedScenario,
+    catalog: &Catalog,
+    over: &[(String, toml::Value)],
+    w: &Candidate,
+    slo: &SloConfig,
+    seed: u64,
+) -> Result<Option<FailureHeadroom>> {
+    use toml::Value;
+    let n = w.replicas.unwrap_or(1);
+    let at = (w.sim_time_s / 2.0).max(0.0);
+    let repair = loaded.scenario.fleet.as_ref().map_or(crate::config::FleetConfig::default().repair_s, |f| f.repair_s);
+    let mut failure = toml::Table::new();
+    failure.insert("at_s".into(), Value::Float(at));
+    failure.insert("replica".into(), Value::Integer(0));
+    failure.insert("repair_s".into(), Value::Float(repair));
+    let verdicts: Vec<Result<Verdict>> = (n..=n + 2)
+        .into_par_iter()
+        .map(|k| {
+            let fl = vec![
+                ("fleet.policy", Value::String("none".into())),
+                ("fleet.failures", Value::Array(vec![Value::Table(failure.clone())])),
+                ("fleet.on_failure", Value::String("retry".into())),
+            ];
+            Ok(judge(&simulate(loaded, catalog, &sized(over, k, fl), seed)?, slo))
+        })
+        .collect();
+    let verdicts: Vec<Verdict> = verdicts.into_iter().collect::<Result<_>>()?;
+    let needed = verdicts.iter().position(|v| v.meets).map(|i| n + i as u32);
+    Ok(Some(FailureHeadroom { at_s: at, repair_s: repair, at_winner: verdicts[0].clone(), replicas_needed: needed }))
 }
 
 /// Width of the terminal `plan` writes for.
@@ -763,6 +920,44 @@ pub fn format_plan(p: &Plan, scenario: &str, details: bool) -> String {
     });
     for (i, r) in ok.iter().enumerate().skip(1).take(3) {
         o += &wrap(&format!("runner-up #{}: {}", i + 1, difference(w, r)));
+    }
+    if let Some(h) = &p.failure_headroom {
+        o += &wrap(&match h.replicas_needed {
+            Some(k) if k == w.replicas.unwrap_or(0) => format!(
+                "N+1: it holds the SLOs through a replica failure at {:.0} s ({:.0} s to repair, requests retried).",
+                h.at_s, h.repair_s
+            ),
+            Some(k) => format!(
+                "N+1: a replica failure at {:.0} s ({:.0} s to repair, requests retried) breaks the SLOs ({}); {k} \
+                 replicas hold them through it.",
+                h.at_s, h.repair_s, h.at_winner.reason
+            ),
+            None => format!(
+                "N+1: a replica failure at {:.0} s ({:.0} s to repair) breaks the SLOs ({}) even with two replicas more.",
+                h.at_s, h.repair_s, h.at_winner.reason
+            ),
+        });
+    }
+    if !p.fleet_choices.is_empty() {
+        o += "\nfleet choices for the winner over the run (cheapest that meets the SLOs first):\n";
+        let _ = writeln!(o, "  {:<16} {:>7} {:>11} {:>9}  verdict", "policy", "min–max", "mean repl.", "$/hour");
+        for c in &p.fleet_choices {
+            let v = if c.verdict.meets { format!("meets ({})", binding(&c.verdict)) } else { c.verdict.reason.clone() };
+            let line = format!(
+                "  {:<16} {:>7} {:>11.2} {:>9.2}  {v}",
+                c.policy,
+                format!("{}–{}", c.min_replicas, c.max_replicas),
+                c.mean_billed_replicas,
+                c.usd_per_hour
+            );
+            let _ = writeln!(o, "{}", line.chars().take(COLS).collect::<String>());
+        }
+        if let Some(best) = p.fleet_choices.first().filter(|c| c.verdict.meets) {
+            o += &wrap(&format!(
+                "cheapest that holds the SLOs: {} {}–{} replicas at ${:.2}/hour on average.",
+                best.policy, best.min_replicas, best.max_replicas, best.usd_per_hour
+            ));
+        }
     }
     if let Some(warn) = &p.precision_warning {
         o += &wrap(&format!("warning: {warn}"));

@@ -984,7 +984,8 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             rec.admitted = self.now;
             let preprocess = self.now - rec.arrival;
             if self.obs.records.attributing() {
-                self.obs.records.attr(id).parts[Part::Preprocess.idx()] = preprocess;
+                let p = &mut self.obs.records.attr(id).parts;
+                p[Part::Preprocess.idx()] = preprocess - p[Part::Preempted.idx()];
             }
             self.central_queue.push_back(id);
             self.dispatch();
@@ -1009,14 +1010,26 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         } else {
             self.router.pick(rec.session)
         };
-        rec.admitted = self.now;
+        // A request held at the router while no replica was ready was admitted then.
+        let held = rec.admitted;
+        if held.is_nan() {
+            rec.admitted = self.now;
+        }
         rec.replica = r as u32;
         let key = self.keyer.key(self.replicas[r].stats.pool, id, rec);
         let work = rec.prompt as u64 + rec.output as u64;
-        let preprocess = self.now - rec.arrival;
+        let (arrival, now) = (rec.arrival, self.now);
         self.sampler.activate(r);
         if self.obs.records.attributing() {
-            self.obs.records.attr(id).parts[Part::Preprocess.idx()] = preprocess;
+            // (A request sent again after a failure counts from the failure.)
+            let p = &mut self.obs.records.attr(id).parts;
+            let lost = p[Part::Preempted.idx()];
+            if held.is_nan() {
+                p[Part::Preprocess.idx()] = now - arrival - lost;
+            } else {
+                p[Part::Preprocess.idx()] = held - arrival - lost;
+                p[Part::CentralQueue.idx()] = now - held;
+            }
         }
         if !self.replicas[r].enqueue(self.now, id, key, work, &mut self.obs.records) {
             return false;
@@ -1225,10 +1238,19 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             if retry {
                 // Sent again from scratch; its time so far counts.
                 let rec = &mut self.obs.records[id as usize];
+                rec.admitted = f64::NAN;
                 rec.first_scheduled = f64::NAN;
                 rec.first_token = f64::NAN;
                 rec.last_token = f64::NAN;
                 rec.generated = 0;
+                let lost = now - rec.arrival;
+                if self.obs.records.attributing() {
+                    // Everything before the failure was thrown away, as by a
+                    // preemption (admission counts its preprocessing from here).
+                    let p = &mut self.obs.records.attr(id).parts;
+                    *p = [0.0; crate::metrics::NUM_PARTS];
+                    p[Part::Preempted.idx()] = lost;
+                }
                 self.admit_now(id);
             } else {
                 self.refuse(id, RejectReason::ReplicaFailed);

@@ -1442,7 +1442,7 @@ impl<C: StepCostModel> Replica<C> {
         self.swap = swap::Swap::new(self.p.swap_blocks, self.p.swap_block_time);
         self.ratio = self.p.new_token_ratio.0;
         self.step_promised = 0;
-        self.clocks = attribution::Clocks::default();
+        // The attribution clocks run on: requests read only their differences.
         out
     }
 

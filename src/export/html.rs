@@ -472,6 +472,52 @@ fn plan_page(dir: &Path) -> Result<String> {
         }
     }
     o += "</table>";
+    let h = &p["failure_headroom"];
+    if h.is_object() {
+        let _ = write!(
+            o,
+            "<h2>N+1: through a replica failure</h2><p>One replica of the winner fails at {} s and is back after {} s \
+             (its requests retried). At the winner's size: {}. Replicas that hold the SLOs through it: {}.</p>",
+            f(&h["at_s"], 0),
+            f(&h["repair_s"], 0),
+            esc(if h["at_winner"]["meets"] == true {
+                "the SLOs hold"
+            } else {
+                h["at_winner"]["reason"].as_str().unwrap_or("")
+            }),
+            if h["replicas_needed"].is_null() {
+                "none up to two more".to_string()
+            } else {
+                h["replicas_needed"].to_string()
+            }
+        );
+    }
+    if let Some(choices) = p["fleet_choices"].as_array().filter(|a| !a.is_empty()) {
+        o += "<h2>Static or scaled: the winner over the run</h2><table><tr><th class=\"l\">policy</th><th>replicas min–max</th><th>mean billed replicas</th><th>$/hour</th><th class=\"l\">verdict</th></tr>";
+        for c in choices {
+            let v = &c["verdict"];
+            let verdict = if v["meets"] == true {
+                format!(
+                    "meets ({} {}% headroom)",
+                    v["binding"].as_str().unwrap_or(""),
+                    f(&v["headroom"].as_f64().map(|x| x * 100.0).into(), 0)
+                )
+            } else {
+                v["reason"].as_str().unwrap_or("").to_string()
+            };
+            let _ = write!(
+                o,
+                "<tr><td class=\"l\">{}</td><td>{}–{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
+                esc(c["policy"].as_str().unwrap_or("")),
+                c["min_replicas"],
+                c["max_replicas"],
+                f(&c["mean_billed_replicas"], 2),
+                f(&c["usd_per_hour"], 2),
+                esc(&verdict)
+            );
+        }
+        o += "</table><p class=\"note\">Cheapest that meets the SLOs first. The autoscaled rows use the scenario's [fleet] policy, cold start and delays.</p>";
+    }
     Ok(page("servesim plan", &o))
 }
 

@@ -241,7 +241,11 @@ pub fn format_summary(s: &Summary) -> String {
 fn format_fleet(o: &mut String, f: &crate::metrics::fleet::FleetSummary) {
     rule(o, "Fleet");
     let target = f.target.map_or(String::new(), |t| format!(", target {t}"));
-    row(o, "Policy (replicas min–max)", format!("{}{target} ({}–{})", f.policy, f.min_replicas, f.max_replicas));
+    if f.policy == "none" {
+        row(o, "Policy (replicas)", format!("none ({} static)", f.max_replicas));
+    } else {
+        row(o, "Policy (replicas min–max)", format!("{}{target} ({}–{})", f.policy, f.min_replicas, f.max_replicas));
+    }
     row(
         o,
         "Replicas serving min / peak",

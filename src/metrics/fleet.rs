@@ -133,7 +133,12 @@ pub fn summarize(
     FleetSummary {
         policy: cfg.policy.as_str().to_string(),
         target: cfg.target,
-        min_replicas: cfg.min_replicas,
+        // A fleet without a policy is its initial replicas.
+        min_replicas: if cfg.policy == crate::config::ScalePolicy::None {
+            setup.scenario.hardware.replicas
+        } else {
+            cfg.min_replicas
+        },
         max_replicas: cfg.slots(setup.scenario.hardware.replicas),
         initial_replicas: setup.scenario.hardware.replicas,
         cold_start_s: f.cold_start_s,

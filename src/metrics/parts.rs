@@ -34,7 +34,8 @@ use serde::{Deserialize, Serialize};
 pub enum Part {
     /// Arrival to admission: tokenisation and the front-end workers' queue.
     Preprocess,
-    /// Waiting in the router's central queue for a replica with room.
+    /// Waiting in the router's central queue for a replica with room (or,
+    /// with `[fleet]`, for any replica to be ready).
     CentralQueue,
     /// Waiting for the step in flight to end (the scheduler takes new
     /// requests only between steps).
@@ -53,7 +54,8 @@ pub enum Part {
     /// Static batching: waiting for the batch to fill or its timeout.
     WaitBatchForming,
     /// Before the first token: waiting again after a preemption, and the
-    /// prompt compute the preemption threw away.
+    /// prompt compute the preemption threw away (or, with `[fleet]`
+    /// failures, everything before the failure of its replica).
     Preempted,
     /// Disaggregated serving: the prompt's KV cache crossing to the decode pool.
     Transfer,

@@ -363,6 +363,72 @@ fn what_ifs() {
             ],
         },
         Claim {
+            scenario: "what-if-autoscaling",
+            sets: &[],
+            quote: "Autoscaled: $248.61 for the day (1.73 replicas billed on average), SLO attainment 99.36%, p99 TTFT 539 ms",
+            is: &[
+                About(&["fleet", "usd"], 248.61, 0.0001),
+                About(&["fleet", "mean_billed_replicas"], 1.73, 0.003),
+                About(SLO, 0.9936, 0.00006),
+                About(P99_TTFT, 539.0, 0.001),
+            ],
+        },
+        Claim {
+            scenario: "what-if-autoscaling",
+            sets: &[],
+            quote: "requests arriving from 13:30 to 13:45 meet their SLO 87.8% of the time",
+            is: &[
+                About(&["fleet", "slo_over_time", "54", "t_start"], 48600.0, 1e-9),
+                About(&["fleet", "slo_over_time", "54", "attainment"], 0.878, 0.0006),
+            ],
+        },
+        Claim {
+            scenario: "what-if-autoscaling",
+            sets: &["baseline"],
+            quote: "static: $287.85, 99.54%, 507 ms",
+            is: &[
+                About(&["cost", "total_usd"], 287.85, 0.0001),
+                About(SLO, 0.9954, 0.00006),
+                About(P99_TTFT, 507.0, 0.001),
+            ],
+        },
+        Claim {
+            scenario: "what-if-autoscaling",
+            sets: &["fleet.policy=\"utilisation\"", "fleet.target=0.7"],
+            quote: "the fleet goes to two replicas at its first look and stays there ($287.85)",
+            is: &[
+                About(&["fleet", "usd"], 287.85, 0.0002),
+                About(&["fleet", "scale_ups"], 1.0, 0.0),
+                About(&["fleet", "scale_downs"], 0.0, 0.0),
+            ],
+        },
+        Claim {
+            scenario: "what-if-failure",
+            sets: &[],
+            quote: "Two replicas: 86.9% SLO attainment for the day (99.54% without the failure), p99 TTFT 243 s",
+            is: &[
+                About(SLO, 0.869, 0.0006),
+                About(P99_TTFT, 243000.0, 0.003),
+                About(&["fleet", "failures", "retried_requests"], 89.0, 0.0),
+            ],
+        },
+        Claim {
+            scenario: "what-if-failure",
+            sets: &["fleet.failures=[]"],
+            quote: "(99.54% without the failure)",
+            is: &[About(SLO, 0.9954, 0.00006)],
+        },
+        Claim {
+            scenario: "what-if-failure",
+            sets: &["baseline"],
+            quote: "three replicas: 99.97%, p99 TTFT 335 ms, for $431.78 a day instead of $287.85",
+            is: &[
+                About(SLO, 0.9997, 0.00006),
+                About(P99_TTFT, 335.0, 0.002),
+                About(&["cost", "total_usd"], 431.78, 0.0001),
+            ],
+        },
+        Claim {
             scenario: "what-if-router",
             sets: &["baseline"],
             quote: "384 ms for round robin",

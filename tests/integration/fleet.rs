@@ -44,8 +44,8 @@ provision_s = 20
 engine_start_s = 10
 "#;
 
-/// Every request is routed to a replica while that replica takes requests,
-/// and starts there no earlier than the replica became ready.
+/// Every request starts on its replica while that replica serves (after it
+/// became ready), having been admitted before it stopped taking requests.
 fn assert_served_only_when_ready(rep: &servesim::Report) {
     let f = rep.output.fleet.as_ref().expect("a fleet ran");
     let mut served = 0;
@@ -54,7 +54,7 @@ fn assert_served_only_when_ready(rep: &servesim::Report) {
             continue;
         }
         let iv = &f.serving[r.replica as usize];
-        let ok = iv.iter().any(|&(a, b)| a <= r.admitted && r.admitted < b && r.first_scheduled >= a);
+        let ok = iv.iter().any(|&(a, b)| r.admitted < b && r.first_scheduled >= a);
         assert!(ok, "request {id} admitted at {} on replica {} outside its serving time {iv:?}", r.admitted, r.replica);
         served += 1;
     }
@@ -115,9 +115,10 @@ fn bounds_min_equal_max_are_a_static_fleet() {
             assert_eq!(format!("{a:?}"), format!("{b:?}"), "{policy}");
         }
         let mut a = serde_json::to_value(&scaled.summary).unwrap();
-        let b = serde_json::to_value(&stat.summary).unwrap();
+        let mut b = serde_json::to_value(&stat.summary).unwrap();
         let fl = a.as_object_mut().unwrap().remove("fleet").expect("fleet section");
         assert_eq!(fl["scale_ups"], 0);
+        assert!(b.as_object_mut().unwrap().remove("fleet").is_some_and(|f| f.is_null()));
         assert_eq!(a, b, "{policy}: min = max must be the static fleet, summary included");
     }
 }
@@ -214,5 +215,52 @@ fn bad_fleet_values_name_the_key() {
                 .unwrap_or_default(),
         };
         assert!(err.contains(key), "{set}: {err}");
+    }
+}
+
+#[test]
+fn plan_weighs_static_against_scaled_fleets_and_failures() {
+    let text = format!("{DAY}\n[plan]\nrate = 20.0\nmax_replicas = 6\n");
+    let loaded = servesim::config::load_scenario_str(&text, std::path::Path::new("day.toml"), &[]).unwrap();
+    let p = servesim::plan::plan(&loaded, &servesim::Catalog::builtin().unwrap()).unwrap();
+    let w = p.candidates.first().expect("a winner");
+    let n = w.replicas.expect("the day fits some static fleet");
+    assert!(n > 1, "the peak needs more than one replica");
+    let choices = &p.fleet_choices;
+    let stat = choices.iter().find(|c| c.policy == "static").expect("the static fleet is a choice");
+    assert!(stat.verdict.meets && stat.max_replicas == n);
+    assert!((stat.usd_per_hour - w.usd_per_hour.unwrap()).abs() < 1e-9);
+    assert!(choices.iter().any(|c| c.policy == "queue" && c.min_replicas < c.max_replicas));
+    // Cheapest meeting first; a meeting choice never follows a failing one.
+    let first_fail = choices.iter().position(|c| !c.verdict.meets).unwrap_or(choices.len());
+    assert!(choices[first_fail..].iter().all(|c| !c.verdict.meets));
+    assert!(choices[..first_fail].windows(2).all(|x| x[0].usd_per_hour <= x[1].usd_per_hour));
+    // A scaled fleet pays for fewer replicas than the peak's on average.
+    let scaled = choices.iter().find(|c| c.policy == "queue" && c.verdict.meets);
+    assert!(scaled.is_none_or(|c| c.mean_billed_replicas < n as f64 + 1.0));
+    let h = p.failure_headroom.as_ref().expect("N+1 is planned");
+    assert!(h.replicas_needed.is_none_or(|k| k >= n));
+    let text = servesim::plan::format_plan(&p, "day", false);
+    assert!(text.contains("N+1") && text.contains("fleet choices"), "{text}");
+}
+
+#[test]
+fn latency_parts_add_up_through_failures_and_scale_to_zero() {
+    let fixed = DAY.replace("[fleet]", "[ignored]").split("[ignored]").next().unwrap().to_string();
+    let failing = format!("{fixed}\n[fleet]\nfailures = [{{ at_s = 600, replica = 1, repair_s = 120 }}]\n");
+    let zero = DAY.replace("min_replicas = 1", "min_replicas = 0");
+    for (name, text, sets) in [
+        ("failure", failing.as_str(), vec!["hardware.replicas=3"]),
+        ("scale to zero", zero.as_str(), vec!["workload.rate=0.5", "workload.diurnal.amplitude=0.4", "fleet.target=2"]),
+    ] {
+        let mut s = setup(text, &sets);
+        s.attribution = true;
+        let plain = servesim::run_setup(&setup(text, &sets), s.scenario.seed);
+        let rep = servesim::run_setup(&s, s.scenario.seed);
+        let p = crate::attribution::check_sums(name, &rep.output.records, &rep.output.parts);
+        assert!(p.iter().sum::<f64>() > 0.0);
+        for (a, b) in rep.output.records.iter().zip(&plain.output.records) {
+            assert_eq!(format!("{a:?}"), format!("{b:?}"), "{name}: attribution changed the run");
+        }
     }
 }
