@@ -283,6 +283,11 @@ fn resolve_pool(
             config::Preemption::Recompute => 0,
         },
         swap_block_time: block_bytes / (e.swap_bandwidth_gbps * 1e9),
+        offload_blocks: [
+            (e.kv_offload_cpu_gb * catalog::GIB / block_bytes).floor() as u64,
+            (e.kv_offload_disk_gb * catalog::GIB / block_bytes).floor() as u64,
+        ],
+        offload_block_time: [block_bytes / (e.kv_offload_cpu_gbps * 1e9), block_bytes / (e.kv_offload_disk_gbps * 1e9)],
         admission: e.admission,
         victim: e.preempt_victim,
         preempted_to_back: e.preempted_to == config::QueueEnd::Back,

@@ -482,6 +482,16 @@ pub struct EngineConfig {
     /// `preemption = "swap"`: host-to-GPU copy bandwidth per GPU, GB/s
     /// (PCIe Gen4 x16 ≈ 25 in practice, Gen5 ≈ 50).
     pub swap_bandwidth_gbps: f64,
+    /// KV offload tier in host memory: prefix-cache blocks the GPU evicts
+    /// move here and are loaded back instead of recomputed, GiB per GPU
+    /// (0: none). Needs `prefix_caching`.
+    pub kv_offload_cpu_gb: f64,
+    /// Host-to-GPU bandwidth of the host tier, per GPU, GB/s.
+    pub kv_offload_cpu_gbps: f64,
+    /// KV offload tier on local disk (NVMe) below the host tier, GiB per GPU (0: none).
+    pub kv_offload_disk_gb: f64,
+    /// Disk-to-GPU bandwidth of the disk tier, per GPU, GB/s.
+    pub kv_offload_disk_gbps: f64,
     /// How the KV-cache budget is computed (docs/engines.md): `legacy`
     /// (servesim before Step 5), or as `vllm`, `sglang` or `trtllm` compute it.
     pub memory_plan: MemoryPlanKind,
@@ -718,6 +728,10 @@ impl Default for EngineConfig {
             preemption: Preemption::Recompute,
             swap_space_gb: 4.0,
             swap_bandwidth_gbps: 25.0,
+            kv_offload_cpu_gb: 0.0,
+            kv_offload_cpu_gbps: 25.0,
+            kv_offload_disk_gb: 0.0,
+            kv_offload_disk_gbps: 5.0,
             frontend_workers: 0,
             memory_plan: MemoryPlanKind::Legacy,
             mem_fraction_static: None,

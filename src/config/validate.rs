@@ -255,6 +255,17 @@ impl Scenario {
             positive("engine.max_wait_s", w)?;
         }
         non_negative("engine.swap_space_gb", e.swap_space_gb)?;
+        non_negative("engine.kv_offload_cpu_gb", e.kv_offload_cpu_gb)?;
+        non_negative("engine.kv_offload_disk_gb", e.kv_offload_disk_gb)?;
+        positive("engine.kv_offload_cpu_gbps", e.kv_offload_cpu_gbps)?;
+        positive("engine.kv_offload_disk_gbps", e.kv_offload_disk_gbps)?;
+        if (e.kv_offload_cpu_gb > 0.0 || e.kv_offload_disk_gb > 0.0) && !e.prefix_caching {
+            return fail(
+                "engine.kv_offload_cpu_gb",
+                "offload tiers hold the prefix cache's evicted blocks, and prefix caching is off",
+                "set engine.prefix_caching = true, or the offload sizes to 0",
+            );
+        }
         positive("engine.swap_bandwidth_gbps", e.swap_bandwidth_gbps)?;
         if let Some(sp) = &e.speculative {
             speculative(sp, self.cost.model)?;

@@ -1,6 +1,7 @@
 //! The paged KV cache of one replica: free, reserved and cached blocks, and
 //! the identity of each block of a request's token stream for prefix caching.
 
+use super::offload::Offload;
 use super::prefix::{self, PrefixCache};
 use crate::metrics::RequestRecord;
 use crate::workload::trace::Trace;
@@ -38,6 +39,8 @@ pub(super) struct KvBlocks {
     groups: Arc<[(u32, u32)]>,
     /// A replayed trace whose rows name their prefix blocks (Mooncake `hash_ids`).
     hashed: Option<Arc<Trace>>,
+    /// Offload tiers below GPU memory (None: none, or all empty).
+    pub(super) offload: Option<Box<Offload>>,
 }
 
 impl KvBlocks {
@@ -52,7 +55,15 @@ impl KvBlocks {
             cache: PrefixCache::default(),
             groups: Arc::from(Vec::new()),
             hashed: None,
+            offload: None,
         }
+    }
+
+    /// The blocks of an engine (with its offload tiers, if any).
+    pub(super) fn with_offload(p: &super::EngineParams) -> Self {
+        let mut kv = KvBlocks::new(p.num_blocks, p.block_size, p.prefix_caching);
+        kv.offload = Offload::new(p.offload_blocks, p.offload_block_time);
+        kv
     }
 
     /// Blocks in use (held or cached and shared; not counting blocks only reserved).
@@ -73,7 +84,12 @@ impl KvBlocks {
         if self.cache.evictable > 0 {
             let truly_free = self.free - self.cache.evictable;
             if n > truly_free {
-                self.cache.evict(n - truly_free);
+                let off = &mut self.offload;
+                self.cache.evict(n - truly_free, |id| {
+                    if let Some(o) = off.as_mut() {
+                        o.store(id);
+                    }
+                });
             }
         }
         self.free -= n;
@@ -166,15 +182,32 @@ impl KvBlocks {
     }
 
     /// Of the leading full blocks of a request about to hold `target` tokens,
-    /// how many the prefix cache holds, and how many of those are unused
-    /// (at least one token is always computed, to produce the next token).
+    /// how many the prefix cache holds, how many of those are unused, and
+    /// how many blocks after them the offload tiers hold (at least one token
+    /// is always computed, to produce the next token).
     #[inline]
-    pub(super) fn cached_prefix(&self, req: u32, r: &RequestRecord, target: u32) -> (u32, u64) {
+    pub(super) fn cached_prefix(&self, req: u32, r: &RequestRecord, target: u32) -> (u32, u64, u32) {
         if !self.caching {
-            return (0, 0);
+            return (0, 0, 0);
         }
         let full = (target - 1) / self.block_size;
-        self.cache.peek((0..full).map(|j| self.block_id(req, r, j)))
+        let (hits, unused) = self.cache.peek((0..full).map(|j| self.block_id(req, r, j)));
+        let tiered = match &self.offload {
+            Some(o) => (hits..full).take_while(|&j| o.find(self.block_id(req, r, j)).is_some()).count() as u32,
+            None => 0,
+        };
+        (hits, unused, tiered)
+    }
+
+    /// Loads blocks `from..to` of `req` from the offload tiers (their time
+    /// goes to the step being planned).
+    pub(super) fn load(&mut self, req: u32, r: &RequestRecord, from: u32, to: u32) {
+        for j in from..to {
+            let id = self.block_id(req, r, j);
+            if let Some(o) = self.offload.as_mut() {
+                o.load(id);
+            }
+        }
     }
 
     /// Takes a reference to the first `hits` cached blocks of `req`, of which

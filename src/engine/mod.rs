@@ -34,6 +34,7 @@ mod attribution;
 mod decode;
 mod handoff;
 mod kv;
+mod offload;
 pub mod prefix;
 mod queue;
 mod running;
@@ -42,6 +43,7 @@ mod step;
 mod swap;
 
 pub use kv::blocks_for;
+pub use offload::OffloadStats;
 pub use queue::WaitQueue;
 
 use crate::config::Admission;
@@ -133,6 +135,10 @@ pub struct EngineParams {
     pub victim: crate::config::Victim,
     /// Preempted requests go back to the tail of the waiting queue (else the head).
     pub preempted_to_back: bool,
+    /// KV offload tiers (host memory, disk): blocks each holds.
+    pub offload_blocks: [u64; 2],
+    /// Time to load one block from each tier into GPU memory, s.
+    pub offload_block_time: [f64; 2],
     /// `admission = "reserve"`: (starting, floor) fraction of the running
     /// requests' remaining output reserved, and its fall per decode step.
     pub new_token_ratio: (f64, f64, f64),
@@ -203,6 +209,10 @@ pub struct ReplicaStats {
     pub peak_host_blocks: u64,
     /// Swap preemption: time the copies added to steps, s.
     pub swap_time: f64,
+    /// Prompt tokens of first admissions found in the offload tiers (loaded, not computed).
+    pub offload_hit_tokens: u64,
+    /// The offload tiers' activity (whole run).
+    pub offload: offload::OffloadStats,
     /// ∫ the power model's activity dt inside the window (s; per GPU of the
     /// replica, all alike): its dynamic energy is (1 − idle) × TDP × this
     /// ([`crate::energy`]).
@@ -327,7 +337,7 @@ impl<C: StepCostModel> Replica<C> {
             running: Running::new(),
             prefilling: Vec::new(),
             decode: DecodeGroup::new(p.block_size),
-            kv: KvBlocks::new(p.num_blocks, p.block_size, p.prefix_caching),
+            kv: KvBlocks::with_offload(&p),
             step: Step::default(),
             itl_counts: Vec::new(),
             pending_tokens: 0,
@@ -749,8 +759,9 @@ impl<C: StepCostModel> Replica<C> {
         // Leading full blocks already in the prefix cache are not computed
         // again (at least one token always is, to produce the next token).
         let bs = self.p.block_size;
-        let (hits, unused_hits) = self.kv.cached_prefix(req, r, target);
-        let skip = hits * bs;
+        let (hits, unused_hits, tiered) = self.kv.cached_prefix(req, r, target);
+        // Blocks in the offload tiers are loaded, not computed: they need GPU blocks like computed ones.
+        let skip = (hits + tiered) * bs;
         let chunk = (target - skip).min(max_chunk);
         if chunk == 0 || (whole && chunk < target - skip) {
             self.clocks.block = Block::Budget;
@@ -795,6 +806,12 @@ impl<C: StepCostModel> Replica<C> {
         self.waiting.pop_front();
         self.kv.share(req, r, hits, unused_hits);
         self.kv.take(need);
+        if tiered > 0 {
+            self.kv.load(req, r, hits, hits + tiered);
+            if r.preemptions == 0 {
+                self.stats.offload_hit_tokens += (tiered * bs) as u64;
+            }
+        }
         if reserve > 0 {
             self.kv.reserve(reserve);
         }
@@ -1023,6 +1040,12 @@ impl<C: StepCostModel> Replica<C> {
                 self.step.swap_time = t;
                 self.stats.swap_time += t;
                 self.stats.swapped_blocks += blocks;
+            }
+            if let Some(o) = self.kv.offload.as_mut() {
+                // Prefix blocks loaded back from the offload tiers, copied like swap-ins.
+                let t = o.take_step();
+                self.step.cost.time += t;
+                self.step.swap_time += t;
             }
             if sinks.records.attributing() {
                 let records = &sinks.records;
@@ -1426,7 +1449,8 @@ impl<C: StepCostModel> Replica<C> {
         let groups = self.kv.groups();
         let hashed = self.kv.hashed();
         let evictions = self.kv.cache.evictions;
-        self.kv = KvBlocks::new(self.p.num_blocks, self.p.block_size, self.p.prefix_caching);
+        self.close_offload();
+        self.kv = KvBlocks::with_offload(&self.p);
         self.kv.set_groups(groups);
         self.kv.set_hashes(hashed);
         self.kv.cache.evictions = evictions;
@@ -1446,8 +1470,22 @@ impl<C: StepCostModel> Replica<C> {
         out
     }
 
+    /// Adds the offload tiers' activity to the statistics (they are emptied after).
+    fn close_offload(&mut self) {
+        if let Some(o) = self.kv.offload.as_ref() {
+            let (a, b) = (&mut self.stats.offload, o.stats);
+            for i in 0..2 {
+                a.loaded_blocks[i] += b.loaded_blocks[i];
+                a.stored_blocks[i] += b.stored_blocks[i];
+            }
+            a.dropped_blocks += b.dropped_blocks;
+            a.load_time += b.load_time;
+        }
+    }
+
     /// Closes the time integrals at the end of the run.
     pub fn close(&mut self, t_end: f64) {
+        self.close_offload();
         self.touch(t_end);
         self.stats.prefix_evictions = self.kv.cache.evictions;
     }

@@ -100,13 +100,15 @@ impl PrefixCache {
         true
     }
 
-    /// Evicts the `n` least recently released unused blocks.
-    pub fn evict(&mut self, n: u64) {
+    /// Evicts the `n` least recently released unused blocks, handing each to `out`.
+    #[inline]
+    pub fn evict(&mut self, n: u64, mut out: impl FnMut(u64)) {
         for _ in 0..n {
             let Some((_, id)) = self.lru.pop_first() else { return };
             self.map.remove(&id);
             self.evictable -= 1;
             self.evictions += 1;
+            out(id);
         }
     }
 }
@@ -123,7 +125,7 @@ mod tests {
         assert_eq!(c.peek(ids.iter().copied()), (2, 2), "the chain stops at the first miss");
         c.acquire(ids[0]);
         assert_eq!((c.evictable, c.in_use), (2, 1));
-        c.evict(1);
+        c.evict(1, |_| {});
         // The oldest unused block (ids[1]) went first.
         assert_eq!(c.peek(ids.iter().copied()), (1, 0));
         assert!(c.release(ids[0]));

@@ -186,6 +186,18 @@ pub fn format_summary(s: &Summary) -> String {
             format!("{}% ({})", num(h * 100.0, 1), s.kv_cache.prefix_saved_tokens),
         );
     }
+    if let Some(x) = &s.kv_cache.offload {
+        row(
+            &mut o,
+            "Hits GPU / offload tiers (load s)",
+            format!(
+                "{}% / {}% ({})",
+                num(x.gpu_hit_rate * 100.0, 1),
+                num(x.tier_hit_rate * 100.0, 1),
+                num(x.load_time_s, 1)
+            ),
+        );
+    }
     if let Some(sp) = &s.speculative {
         row(
             &mut o,

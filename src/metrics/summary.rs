@@ -130,6 +130,34 @@ pub struct KvSummary {
     pub prefix_saved_tokens: u64,
     /// Cached blocks evicted to make room.
     pub prefix_evictions: u64,
+    /// KV offload tiers below GPU memory (null without them).
+    pub offload: Option<OffloadSummary>,
+}
+
+/// KV offload tiers (host memory, then disk) holding the prefix blocks the
+/// GPU evicted (`engine.kv_offload_*`; docs/kv-offload.md).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct OffloadSummary {
+    /// Host tier per GPU, GiB (0: none).
+    pub cpu_gb_per_gpu: f64,
+    /// Host-to-GPU bandwidth per GPU, GB/s.
+    pub cpu_gbps: f64,
+    /// Disk tier per GPU, GiB (0: none).
+    pub disk_gb_per_gpu: f64,
+    /// Disk-to-GPU bandwidth per GPU, GB/s.
+    pub disk_gbps: f64,
+    /// Prompt tokens of first admissions found in GPU memory ÷ their prompt tokens.
+    pub gpu_hit_rate: f64,
+    /// The same, found in the tiers (loaded back instead of computed).
+    pub tier_hit_rate: f64,
+    /// Blocks loaded back into GPU memory: [host, disk].
+    pub loaded_blocks: [u64; 2],
+    /// Blocks written to each tier: [host, disk].
+    pub stored_blocks: [u64; 2],
+    /// Blocks dropped from the last tier.
+    pub dropped_blocks: u64,
+    /// Time the loads added to engine steps, all replicas, s.
+    pub load_time_s: f64,
 }
 
 /// One pool of replicas, as it ran.
@@ -283,6 +311,30 @@ fn energy_summary(
         grid_gco2_per_kwh: h.grid_gco2_per_kwh,
         kg_co2: h.grid_gco2_per_kwh.map(|g| kwh * g / 1e3),
     }
+}
+
+/// The offload tiers over all replicas (null when no pool has one).
+fn offload_summary(setup: &crate::Setup, stats: &[crate::engine::ReplicaStats]) -> Option<OffloadSummary> {
+    let p = setup.pools.iter().find(|p| p.engine.offload_blocks != [0, 0])?;
+    let e = &p.engine_config;
+    let query = stats.iter().map(|r| r.prefix_query_tokens).sum::<u64>().max(1) as f64;
+    let tier = stats.iter().map(|r| r.offload_hit_tokens).sum::<u64>() as f64;
+    let hit = stats.iter().map(|r| r.prefix_hit_tokens).sum::<u64>() as f64;
+    let sum2 = |f: &dyn Fn(&crate::engine::OffloadStats) -> [u64; 2]| {
+        stats.iter().map(|r| f(&r.offload)).fold([0, 0], |a, b| [a[0] + b[0], a[1] + b[1]])
+    };
+    Some(OffloadSummary {
+        cpu_gb_per_gpu: e.kv_offload_cpu_gb,
+        cpu_gbps: e.kv_offload_cpu_gbps,
+        disk_gb_per_gpu: e.kv_offload_disk_gb,
+        disk_gbps: e.kv_offload_disk_gbps,
+        gpu_hit_rate: (hit - tier) / query,
+        tier_hit_rate: tier / query,
+        loaded_blocks: sum2(&|o| o.loaded_blocks),
+        stored_blocks: sum2(&|o| o.stored_blocks),
+        dropped_blocks: stats.iter().map(|r| r.offload.dropped_blocks).sum(),
+        load_time_s: stats.iter().map(|r| r.offload.load_time).sum(),
+    })
 }
 
 /// Speculative decoding, as it ran.
@@ -724,6 +776,7 @@ pub fn summarize(setup: &Setup, seed: u64, out: &mut SimOutput) -> Summary {
         }),
         prefix_saved_tokens: stats.iter().map(|r| r.prefix_saved_tokens).sum(),
         prefix_evictions: stats.iter().map(|r| r.prefix_evictions).sum(),
+        offload: offload_summary(setup, stats),
     };
     // The first pool that speculates describes it; the counts cover every pool.
     let spec_pool = setup.pools.iter().find(|p| crate::config::SpeculativeConfig::active(&p.engine_config).is_some());

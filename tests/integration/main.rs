@@ -16,6 +16,7 @@ mod fast_path;
 mod fleet;
 mod hostile;
 mod invariants;
+mod kv_offload;
 mod parallelism;
 mod plan;
 mod playground;

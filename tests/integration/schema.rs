@@ -256,3 +256,20 @@ fn fleet_summary_matches_schema() {
     let plain = summary_json(QUICKSTART, "quickstart.toml", &["num_requests=100"]);
     assert!(plain["fleet"].is_null());
 }
+
+/// KV offload tiers: the kv_cache.offload block validates.
+#[test]
+fn offload_summary_matches_schema() {
+    let json = summary_json(
+        QUICKSTART,
+        "quickstart.toml",
+        &[
+            "num_requests=500",
+            "engine.prefix_caching=true",
+            "engine.kv_offload_cpu_gb=4",
+            "engine.kv_offload_disk_gb=8",
+        ],
+    );
+    assert_valid(&json, "quickstart with offload tiers");
+    assert!(json["kv_cache"]["offload"]["tier_hit_rate"].is_f64());
+}

@@ -1,0 +1,79 @@
+//! KV offload tiers (Step 10): prefix blocks the GPU evicts move to host
+//! memory, then disk, and come back at the tier's bandwidth. A tier of zero
+//! capacity is no tier at all; tiers raise the hit rate of a workload whose
+//! repeats outlive GPU memory, and never break the KV invariants.
+
+use crate::common::setup;
+
+const CHAT: &str = include_str!("../../scenarios/multi-turn-chat.toml");
+
+/// Multi-turn chat with prefix caching on a GPU cache of 2,000 blocks
+/// (32k tokens): sessions' contexts are evicted between turns.
+const SMALL: &[&str] = &["engine.prefix_caching=true", "engine.num_gpu_blocks=2000", "duration_s=900", "warmup_s=60"];
+
+fn run(extra: &[&str]) -> servesim::Report {
+    let sets: Vec<&str> = SMALL.iter().chain(extra).copied().collect();
+    let s = setup(CHAT, &sets);
+    servesim::run_setup(&s, s.scenario.seed)
+}
+
+#[test]
+fn a_tier_of_zero_capacity_is_no_tier() {
+    let none = run(&[]);
+    let zero = run(&["engine.kv_offload_cpu_gb=0", "engine.kv_offload_disk_gb=0", "engine.kv_offload_cpu_gbps=1"]);
+    assert_eq!(none.output.records.len(), zero.output.records.len());
+    for (a, b) in none.output.records.iter().zip(&zero.output.records) {
+        assert_eq!(format!("{a:?}"), format!("{b:?}"));
+    }
+    assert_eq!(serde_json::to_value(&none.summary).unwrap(), serde_json::to_value(&zero.summary).unwrap());
+    assert!(none.summary.kv_cache.offload.is_none());
+}
+
+#[test]
+fn tiers_catch_what_gpu_memory_evicts() {
+    let none = run(&[]);
+    let cpu = run(&["engine.kv_offload_cpu_gb=8"]);
+    let both = run(&["engine.kv_offload_cpu_gb=1", "engine.kv_offload_disk_gb=8", "engine.kv_offload_disk_gbps=2"]);
+    let hit = |r: &servesim::Report| r.summary.kv_cache.prefix_hit_rate.unwrap();
+    assert!(hit(&none) > 0.0 && hit(&cpu) > hit(&none) + 0.05, "{} vs {}", hit(&cpu), hit(&none));
+    let o = cpu.summary.kv_cache.offload.as_ref().unwrap();
+    assert!(o.tier_hit_rate > 0.05 && o.loaded_blocks[0] > 0 && o.loaded_blocks[1] == 0, "{o:?}");
+    assert!((o.gpu_hit_rate + o.tier_hit_rate - hit(&cpu)).abs() < 1e-9);
+    assert!(o.load_time_s > 0.0);
+    // Loading is cheaper than computing: the prefill tokens saved shorten TTFT.
+    assert!(cpu.summary.metrics.ttft.dist.mean < none.summary.metrics.ttft.dist.mean);
+    // A small host tier spills to disk: both tiers serve hits, and the disk's
+    // loads take longer per block.
+    let b = both.summary.kv_cache.offload.as_ref().unwrap();
+    assert!(b.loaded_blocks[1] > 0 && b.stored_blocks[1] > 0, "{b:?}");
+    let per_block =
+        |o: &servesim::metrics::OffloadSummary| o.load_time_s / (o.loaded_blocks[0] + o.loaded_blocks[1]) as f64;
+    assert!(per_block(b) > per_block(o));
+}
+
+#[test]
+fn tiers_keep_the_kv_invariants() {
+    let sets: Vec<&str> = SMALL
+        .iter()
+        .chain(&["engine.kv_offload_cpu_gb=1", "engine.kv_offload_disk_gb=2", "duration_s=300"])
+        .copied()
+        .collect();
+    let s = setup(CHAT, &sets);
+    // Every replica's blocks are checked after every step.
+    let out = servesim::sim::simulate_checked(&s, s.scenario.seed);
+    assert!(out.replicas[0].offload.loaded_blocks.iter().sum::<u64>() > 0);
+}
+
+#[test]
+fn offload_without_prefix_caching_is_refused() {
+    let sets = vec!["engine.kv_offload_cpu_gb=8".to_string()];
+    let l = servesim::config::load_scenario_str(CHAT, std::path::Path::new("t.toml"), &sets);
+    let err = match l {
+        Err(e) => e.to_string(),
+        Ok(l) => servesim::resolve(&l.scenario, &servesim::Catalog::builtin().unwrap())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default(),
+    };
+    assert!(err.contains("engine.kv_offload_cpu_gb") && err.contains("prefix_caching"), "{err}");
+}
