@@ -257,6 +257,11 @@ fn resolve_pool(
             Some(d)
         }
     };
+    if let Some(l) = s.lora.as_ref().filter(|l| l.adapters > 1) {
+        // vLLM preallocates max_loras adapter slots in GPU memory (at the
+        // largest rank): the KV cache gives them room.
+        reserve_lora(&mut memory, llm, l, s).map_err(|e| rekey(e, prefix, ""))?;
+    }
     // One KV block on one GPU (each GPU swaps its own shard over its own link).
     let block_bytes = memory.kv_bytes_per_token_per_gpu * e.block_size as f64;
     let engine = EngineParams {
@@ -343,6 +348,33 @@ fn reserve_draft(m: &mut MemoryPlan, d: &LlmSpec, s: &Scenario) -> Result<(), Co
     m.kv_capacity_tokens = capacity;
     m.kv_gib_per_gpu = blocks as f64 * per_block / catalog::GIB;
     m.max_seqs_at_max_len = capacity / m.max_model_len as u64;
+    Ok(())
+}
+
+/// Takes the LoRA slots' memory (`max_loras` adapters, sharded over the
+/// replica's GPUs) from the KV cache.
+fn reserve_lora(m: &mut MemoryPlan, llm: &LlmSpec, l: &config::LoraConfig, s: &Scenario) -> Result<(), ConfigError> {
+    let per_gpu = l.max_loras as f64 * 2.0 * crate::engine::lora::adapter_weights(llm, l.rank)
+        / s.hardware.gpus_per_replica() as f64;
+    let per_block = m.kv_bytes_per_token_per_gpu * m.block_size as f64;
+    let lost = (per_gpu / per_block).ceil() as u64;
+    if m.blocks_overridden {
+        return Ok(());
+    }
+    if lost >= m.num_blocks {
+        return Err(ConfigError::new(format!(
+            "{} LoRA slots of rank {} ({:.2} GiB per GPU) leave no room for the KV cache",
+            l.max_loras,
+            l.rank,
+            per_gpu / catalog::GIB
+        ))
+        .key("lora.max_loras")
+        .hint("lower lora.max_loras or lora.rank, or use more GPUs (tp)"));
+    }
+    m.num_blocks -= lost;
+    m.kv_capacity_tokens = m.num_blocks * m.block_size as u64;
+    m.kv_gib_per_gpu = m.num_blocks as f64 * per_block / catalog::GIB;
+    m.max_seqs_at_max_len = m.kv_capacity_tokens / m.max_model_len as u64;
     Ok(())
 }
 

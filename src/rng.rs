@@ -44,11 +44,13 @@ pub enum Stream {
     ReplicaStep(u32),
     /// Random failures of fleet slot `r` (`fleet.mtbf_h`).
     Failures(u32),
+    /// The LoRA adapter each request names.
+    Lora,
 }
 
 impl Stream {
     /// Every named stream (of the families, class 0 only), for the collision test.
-    pub const NAMED: [Stream; 11] = [
+    pub const NAMED: [Stream; 12] = [
         Stream::Arrivals,
         Stream::Prompt(0),
         Stream::Output(0),
@@ -60,6 +62,7 @@ impl Stream {
         Stream::Router,
         Stream::DecodeRouter,
         Stream::Speculative,
+        Stream::Lora,
     ];
 
     /// The stream's id: distinct for every stream and index.
@@ -77,6 +80,7 @@ impl Stream {
             Stream::Router => 300,
             Stream::DecodeRouter => 301,
             Stream::Speculative => 400,
+            Stream::Lora => 500,
             Stream::ClassProcess(i) => FAMILY + i as u64,
             Stream::ReplicaStep(r) => 2 * FAMILY + r as u64,
             Stream::Prompt(i) => 3 * FAMILY + i as u64,

@@ -564,6 +564,8 @@ struct EventLoop<'s, 'k, C: StepCostModel> {
     held: VecDeque<u32>,
     /// Per replica: the end of a step lost to a failure (its `StepEnd` is ignored).
     lost_step: Vec<f64>,
+    /// `lora.router_affinity`: prefer a replica holding the request's adapter.
+    adapter_affinity: bool,
     /// Time up to which `area` is integrated (the clock, but for fleet
     /// events that leave the requests in the system as they are).
     area_t: f64,
@@ -602,7 +604,11 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
                 None => std::sync::Arc::from(Vec::new()),
             })
             .collect();
+        let lora = crate::engine::lora::plan(setup, seed);
         for r in replicas.iter_mut() {
+            if let Some(p) = &lora {
+                r.set_lora(p.clone());
+            }
             r.set_prefix_groups(groups.clone());
             r.set_trace_hashes(setup.workload.trace.as_ref().map(|t| t.trace.clone()));
             r.set_speculative(alpha[r.stats.pool as usize].clone(), Stream::Speculative.seed(seed));
@@ -692,6 +698,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             held: VecDeque::new(),
             lost_step: vec![f64::NAN; n_rep],
             area_t: 0.0,
+            adapter_affinity: s.lora.as_ref().is_some_and(|l| l.router_affinity),
         };
         this.start_fleet();
         this
@@ -1010,6 +1017,8 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         } else {
             self.router.pick(rec.session)
         };
+        let r = if self.adapter_affinity { self.prefer_adapter(id, r) } else { r };
+        let rec = &mut self.obs.records[id as usize];
         // A request held at the router while no replica was ready was admitted then.
         let held = rec.admitted;
         if held.is_nan() {
@@ -1037,6 +1046,22 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         self.router.observe(r, &self.replicas[r]);
         self.wake(r);
         true
+    }
+
+    /// `lora.router_affinity`: the least loaded entry replica holding
+    /// request `id`'s adapter, unless it has more than `prefix_load_cap`
+    /// requests above the router's pick `r` (then `r`).
+    fn prefer_adapter(&self, id: u32, r: usize) -> usize {
+        if self.replicas[r].holds_adapter_of(id) {
+            return r;
+        }
+        let cap = self.setup.scenario.hardware.prefix_load_cap;
+        let floor = self.replicas[r].outstanding();
+        (0..self.n_entry)
+            .filter(|&k| self.fleet.as_ref().is_none_or(|f| f.is_ready(k)) && self.replicas[k].holds_adapter_of(id))
+            .min_by_key(|&k| (self.replicas[k].outstanding(), k))
+            .filter(|&k| self.replicas[k].outstanding() <= floor + cap)
+            .unwrap_or(r)
     }
 
     /// Central queue: hands its requests, first come first served, to

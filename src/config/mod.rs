@@ -6,6 +6,7 @@
 
 mod fleet;
 mod load;
+mod lora;
 mod validate;
 mod workload;
 
@@ -14,6 +15,7 @@ pub use load::{
     LoadedScenario, apply_preset, apply_set, key_at, load_scenario, load_scenario_str, load_scenario_str_with,
     load_scenario_with, parse_value, preset_keys, set_value,
 };
+pub use lora::{LoraConfig, Popularity};
 pub use workload::*;
 
 use crate::catalog::{GpuSpec, LlmSpec};
@@ -67,6 +69,9 @@ pub struct Scenario {
     /// replicas, or prefill/decode disaggregation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pools: Vec<PoolConfig>,
+    /// LoRA adapters the requests name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora: Option<LoraConfig>,
     /// Replicas that come and go: autoscaling, cold starts, failures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fleet: Option<FleetConfig>,

@@ -271,6 +271,9 @@ impl Scenario {
             speculative(sp, self.cost.model)?;
         }
         self.validate_pools()?;
+        if let Some(l) = &self.lora {
+            l.validate()?;
+        }
         if let Some(f) = &self.fleet {
             if !self.pools.is_empty() {
                 return fail(

@@ -34,6 +34,7 @@ mod attribution;
 mod decode;
 mod handoff;
 mod kv;
+pub mod lora;
 mod offload;
 pub mod prefix;
 mod queue;
@@ -213,6 +214,8 @@ pub struct ReplicaStats {
     pub offload_hit_tokens: u64,
     /// The offload tiers' activity (whole run).
     pub offload: offload::OffloadStats,
+    /// LoRA adapters' activity (whole run).
+    pub lora: lora::LoraStats,
     /// ∫ the power model's activity dt inside the window (s; per GPU of the
     /// replica, all alike): its dynamic energy is (1 − idle) × TDP × this
     /// ([`crate::energy`]).
@@ -272,6 +275,8 @@ pub struct Replica<C> {
     power_weights: (f64, f64),
     /// Time spent in steps since the start of the run (window or not), s.
     busy_total: f64,
+    /// LoRA adapters (with `[lora]`).
+    lora: Option<lora::Loras>,
     /// Statistics.
     pub stats: ReplicaStats,
 }
@@ -353,6 +358,7 @@ impl<C: StepCostModel> Replica<C> {
             clocks: attribution::Clocks::default(),
             power_weights: (crate::energy::POWER.compute / cost_peak.0, crate::energy::POWER.memory / cost_peak.1),
             busy_total: 0.0,
+            lora: None,
             stats: ReplicaStats {
                 peak_flops: cost_peak.0,
                 peak_bandwidth: cost_peak.1,
@@ -618,7 +624,7 @@ impl<C: StepCostModel> Replica<C> {
         let rec = sinks.records[s.req as usize];
         self.drop_reservation(i, freed);
         self.kv.give_back(s.req, &rec, s.shared, freed, kv);
-        self.running.remove(i);
+        self.drop_seq(i);
         if s.phase == Phase::Decode {
             Self::span(sinks, s.req, SpanKind::Decode, s.last_token, last_token);
         }
@@ -747,12 +753,38 @@ impl<C: StepCostModel> Replica<C> {
     /// tokens at most; returns false (and admits nothing) if it does not fit.
     fn try_admit(&mut self, now: f64, max_chunk: u32, whole: bool, sinks: &mut Sinks) -> bool {
         let records = &sinks.records;
-        let Some(req) = self.waiting.front(|r| records.refused(r)) else {
+        let Some(mut req) = self.waiting.front(|r| records.refused(r)) else {
             return false;
         };
         if !self.ready.is_empty() && self.ready.contains_key(&req) {
             // Its KV is on its way in (or on the host): admitted by `admit_ready` when it fits.
             return false;
+        }
+        // With LoRA, the position of the request taken when the head's
+        // adapter has no slot (0: the head).
+        let mut at = 0;
+        if let Some(l) = self.lora.as_mut()
+            && !l.can_start(req)
+        {
+            // Every adapter slot holds an adapter that running requests use:
+            // as vLLM's scheduler, skip to the first request whose adapter
+            // is loaded (first come first served queues; the first 1,024).
+            let ready = &self.ready;
+            let found = self.waiting.find_after_front(
+                1024,
+                |r| records.refused(r) || ready.contains_key(&r),
+                |&r| l.holds(l.plan().adapter_of(r)),
+            );
+            match found {
+                Some((k, r)) => {
+                    at = k;
+                    req = r;
+                }
+                None => {
+                    self.clocks.block = Block::BatchFull;
+                    return false;
+                }
+            }
         }
         let r = &sinks.records[req as usize];
         let target = r.prompt + r.generated;
@@ -803,7 +835,11 @@ impl<C: StepCostModel> Replica<C> {
             self.step_promised += blocks_for(out, bs);
         }
         self.touch(now);
-        self.waiting.pop_front();
+        if at == 0 {
+            self.waiting.pop_front();
+        } else {
+            self.waiting.remove_at(at);
+        }
         self.kv.share(req, r, hits, unused_hits);
         self.kv.take(need);
         if tiered > 0 {
@@ -880,6 +916,9 @@ impl<C: StepCostModel> Replica<C> {
             r.preemptions,
         );
         self.step.batch.new_requests += 1;
+        if let Some(l) = self.lora.as_mut() {
+            l.enter(req);
+        }
         self.running.add(s)
     }
 
@@ -1047,6 +1086,10 @@ impl<C: StepCostModel> Replica<C> {
                 self.step.cost.time += t;
                 self.step.swap_time += t;
             }
+            if let Some(l) = self.lora.as_mut() {
+                // Adapter loads, and the adapters' share of the batch.
+                self.step.cost.time += l.step_time(&self.step.batch);
+            }
             if sinks.records.attributing() {
                 let records = &sinks.records;
                 let reason = match self.waiting.front(|r| records.refused(r)) {
@@ -1195,6 +1238,9 @@ impl<C: StepCostModel> Replica<C> {
             self.step.batch =
                 StepBatch::decoding(self.decode.n, (self.decode.ctx + self.decode.n as u64) as f64, self.p.spec_k);
             self.step.cost = self.cost.step(&self.step.batch);
+            if let Some(l) = self.lora.as_mut() {
+                self.step.cost.time += l.step_time(&self.step.batch);
+            }
             self.step.swap_time = 0.0;
             self.step.start = end;
             if check && let Err(m) = self.check_invariants() {
@@ -1310,7 +1356,7 @@ impl<C: StepCostModel> Replica<C> {
                 // blocks stay until the transfer is over.
                 self.touch(t_end);
                 self.drop_reservation(i, s.blocks as u64);
-                self.running.remove(i);
+                self.drop_seq(i);
                 self.pending_tokens -= (s.output - s.generated) as u64;
                 self.in_transfer.keep(s.req, s.blocks, s.shared, s.computed);
                 self.stats.handoffs += 1;
@@ -1381,7 +1427,7 @@ impl<C: StepCostModel> Replica<C> {
         let (req, shared) = (self.running[i].req, self.running[i].shared);
         let rec = sinks.records[req as usize];
         self.kv.give_back(req, &rec, shared, blocks, kv);
-        self.running.remove(i);
+        self.drop_seq(i);
         let r = &mut sinks.records[req as usize];
         r.generated = generated;
         r.last_token = t;
@@ -1419,6 +1465,26 @@ impl<C: StepCostModel> Replica<C> {
         let used = self.kv.used();
         s.kv_area += used as f64 * dt;
         s.peak_kv_blocks = s.peak_kv_blocks.max(used);
+    }
+
+    /// Serves the adapters of `plan` (`[lora]`).
+    pub fn set_lora(&mut self, plan: std::sync::Arc<lora::LoraPlan>) {
+        self.lora = Some(lora::Loras::new(plan));
+    }
+
+    /// Whether the adapter of request `req` is in this replica's GPU memory
+    /// (true without `[lora]`).
+    pub fn holds_adapter_of(&self, req: u32) -> bool {
+        self.lora.as_ref().is_none_or(|l| l.holds(l.plan().adapter_of(req)))
+    }
+
+    /// Removes running sequence `i` (its adapter has one user fewer).
+    #[inline]
+    fn drop_seq(&mut self, i: u32) {
+        if let Some(l) = self.lora.as_mut() {
+            l.leave(self.running[i].req);
+        }
+        self.running.remove(i);
     }
 
     /// Time spent in steps since the start of the run, s.
@@ -1466,6 +1532,12 @@ impl<C: StepCostModel> Replica<C> {
         self.swap = swap::Swap::new(self.p.swap_blocks, self.p.swap_block_time);
         self.ratio = self.p.new_token_ratio.0;
         self.step_promised = 0;
+        if let Some(l) = self.lora.as_mut() {
+            // Adapters in GPU and host memory are lost too.
+            let stats = l.stats;
+            *l = lora::Loras::new(std::sync::Arc::new(l.plan().clone()));
+            l.stats = stats;
+        }
         // The attribution clocks run on: requests read only their differences.
         out
     }
@@ -1486,6 +1558,9 @@ impl<C: StepCostModel> Replica<C> {
     /// Closes the time integrals at the end of the run.
     pub fn close(&mut self, t_end: f64) {
         self.close_offload();
+        if let Some(l) = &self.lora {
+            self.stats.lora = l.stats;
+        }
         self.touch(t_end);
         self.stats.prefix_evictions = self.kv.cache.evictions;
     }

@@ -103,6 +103,26 @@ impl WaitQueue {
         if self.keyed { self.heap.iter().map(|e| e.0.req).collect() } else { self.fifo.iter().copied().collect() }
     }
 
+    /// First come first served only: the first live request among the first
+    /// `limit` entries after the front for which `ok` holds, with its position.
+    pub fn find_after_front(
+        &self,
+        limit: usize,
+        dead: impl Fn(u32) -> bool,
+        ok: impl FnMut(&u32) -> bool,
+    ) -> Option<(usize, u32)> {
+        if self.keyed {
+            return None;
+        }
+        let mut ok = ok;
+        self.fifo.iter().enumerate().skip(1).take(limit).find(|(_, r)| !dead(**r) && ok(r)).map(|(k, &r)| (k, r))
+    }
+
+    /// Removes the live entry at position `k` (from [`WaitQueue::find_after_front`]).
+    pub fn remove_at(&mut self, k: usize) {
+        self.fifo.remove(k);
+    }
+
     /// Removes the front (call after [`WaitQueue::front`] returned it).
     pub fn pop_front(&mut self) {
         self.pop_raw();

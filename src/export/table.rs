@@ -186,6 +186,18 @@ pub fn format_summary(s: &Summary) -> String {
             format!("{}% ({})", num(h * 100.0, 1), s.kv_cache.prefix_saved_tokens),
         );
     }
+    if let Some(l) = &s.lora {
+        row(
+            &mut o,
+            "LoRA adapters in GPU / loads (time %)",
+            format!(
+                "{}% / {} ({}%)",
+                num(l.gpu_hit_rate * 100.0, 1),
+                l.host_loads + l.storage_loads,
+                num(l.time_share * 100.0, 1)
+            ),
+        );
+    }
     if let Some(x) = &s.kv_cache.offload {
         row(
             &mut o,

@@ -13,7 +13,7 @@ pub use hist::LogHistogram;
 pub use parts::{Attr, NUM_PARTS, Part, Parts};
 pub use record::{LiveRecords, RecordSample, RejectReason, RequestRecord, Status};
 pub use summary::{
-    ClassMap, ClassSummary, CostSummary, KvSummary, LatencyMetric, LittlesLaw, OffloadSummary, RequestMetrics,
-    SloSummary, Summary, Utilisation, WorkloadSummary, littles_law, slo_checks, slo_met, summarize,
+    ClassMap, ClassSummary, CostSummary, KvSummary, LatencyMetric, LittlesLaw, LoraSummary, OffloadSummary,
+    RequestMetrics, SloSummary, Summary, Utilisation, WorkloadSummary, littles_law, slo_checks, slo_met, summarize,
 };
 pub use tally::Tally;

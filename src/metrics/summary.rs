@@ -313,6 +313,73 @@ fn energy_summary(
     }
 }
 
+/// LoRA adapters over the run (`[lora]`; docs/lora.md).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LoraSummary {
+    /// Distinct adapters the requests name.
+    pub adapters: u32,
+    /// `zipf` or `uniform`.
+    pub popularity: String,
+    /// Adapter rank.
+    pub rank: u32,
+    /// One adapter's size, MB (every linear layer adapted, BF16).
+    pub adapter_mb: f64,
+    /// Adapter slots in GPU memory per replica (most distinct adapters in a batch).
+    pub max_loras: u32,
+    /// Adapters cached in host memory per replica.
+    pub max_cpu_loras: u32,
+    /// A single adapter, merged into the base weights (served as the base model).
+    pub merged: bool,
+    /// Admissions whose adapter was already in GPU memory ÷ admissions.
+    pub gpu_hit_rate: f64,
+    /// Admissions that loaded their adapter from host memory.
+    pub host_loads: u64,
+    /// Admissions that loaded their adapter from storage.
+    pub storage_loads: u64,
+    /// Time the adapter loads added to steps, all replicas, s.
+    pub load_time_s: f64,
+    /// Time the adapter computation added to steps, all replicas, s.
+    pub compute_time_s: f64,
+    /// (load + compute time) ÷ busy time: the adapters' share of the engines' time.
+    pub time_share: f64,
+    /// Distinct adapters per step, on average.
+    pub mean_adapters_per_step: f64,
+    /// Times the head of a queue waited because every slot held an adapter in use.
+    pub slot_waits: u64,
+}
+
+fn lora_summary(setup: &crate::Setup, stats: &[crate::engine::ReplicaStats]) -> Option<LoraSummary> {
+    let c = setup.scenario.lora.as_ref()?;
+    let plan = crate::engine::lora::plan(setup, 0)?;
+    let l: Vec<&crate::engine::lora::LoraStats> = stats.iter().map(|r| &r.lora).collect();
+    let sum = |f: &dyn Fn(&crate::engine::lora::LoraStats) -> u64| l.iter().map(|x| f(x)).sum::<u64>();
+    let (hits, host, storage) = (sum(&|x| x.gpu_hits), sum(&|x| x.host_loads), sum(&|x| x.storage_loads));
+    let load: f64 = l.iter().map(|x| x.load_time).sum();
+    let compute: f64 = l.iter().map(|x| x.compute_time).sum();
+    let busy: f64 = stats.iter().map(|r| r.busy).sum();
+    let steps: u64 = stats.iter().map(|r| r.steps).sum();
+    Some(LoraSummary {
+        adapters: c.adapters,
+        popularity: match c.popularity {
+            crate::config::Popularity::Zipf => "zipf".into(),
+            crate::config::Popularity::Uniform => "uniform".into(),
+        },
+        rank: c.rank,
+        adapter_mb: plan.bytes / 1e6,
+        max_loras: c.max_loras,
+        max_cpu_loras: plan.max_cpu_loras,
+        merged: plan.merged,
+        gpu_hit_rate: hits as f64 / (hits + host + storage).max(1) as f64,
+        host_loads: host,
+        storage_loads: storage,
+        load_time_s: load,
+        compute_time_s: compute,
+        time_share: if busy > 0.0 { (load + compute) / busy } else { 0.0 },
+        mean_adapters_per_step: sum(&|x| x.adapter_steps) as f64 / steps.max(1) as f64,
+        slot_waits: sum(&|x| x.slot_waits),
+    })
+}
+
 /// The offload tiers over all replicas (null when no pool has one).
 fn offload_summary(setup: &crate::Setup, stats: &[crate::engine::ReplicaStats]) -> Option<OffloadSummary> {
     let p = setup.pools.iter().find(|p| p.engine.offload_blocks != [0, 0])?;
@@ -569,6 +636,8 @@ pub struct Summary {
     pub cost: CostSummary,
     /// Energy.
     pub energy: EnergySummary,
+    /// LoRA adapters (null without `[lora]`).
+    pub lora: Option<LoraSummary>,
     /// The fleet over the run: replicas over time, failures, SLO over time
     /// (null without a `[fleet]` whose replicas may change).
     pub fleet: Option<super::fleet::FleetSummary>,
@@ -892,6 +961,7 @@ pub fn summarize(setup: &Setup, seed: u64, out: &mut SimOutput) -> Summary {
         disaggregation,
         cost,
         energy,
+        lora: lora_summary(setup, stats),
         fleet,
         stable,
         stability,

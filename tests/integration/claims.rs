@@ -457,6 +457,41 @@ fn what_ifs() {
             is: &[About(&["kv_cache", "prefix_hit_rate"], 0.203, 0.0025), About(&["median_ttft_ms"], 502.0, 0.001)],
         },
         Claim {
+            scenario: "what-if-lora",
+            sets: &[],
+            quote: "median TTFT 31 ms, p99 TTFT 6.2 s, SLO attainment 87.3%",
+            is: &[
+                About(&["median_ttft_ms"], 31.0, 0.02),
+                About(P99_TTFT, 6200.0, 0.008),
+                About(SLO, 0.873, 0.0006),
+                About(&["lora", "time_share"], 0.044, 0.012),
+                About(&["median_tpot_ms"], 9.47, 0.001),
+                About(&["kv_cache", "blocks_per_replica"], 27736.0, 0.0),
+            ],
+        },
+        Claim {
+            scenario: "what-if-lora",
+            sets: &["lora.adapters=1"],
+            quote: "median TPOT 8.88 ms with one merged adapter",
+            is: &[About(&["median_tpot_ms"], 8.88, 0.001), About(&["kv_cache", "blocks_per_replica"], 28056.0, 0.0)],
+        },
+        Claim {
+            scenario: "what-if-lora",
+            sets: &["baseline"],
+            quote: "1.7% fewer KV blocks): p99 TTFT 168 ms, 100%",
+            is: &[
+                About(P99_TTFT, 168.0, 0.003),
+                About(SLO, 1.0, 0.0),
+                About(&["kv_cache", "blocks_per_replica"], 27256.0, 0.0),
+            ],
+        },
+        Claim {
+            scenario: "what-if-lora",
+            sets: &["lora.router_affinity=false"],
+            quote: "over both replicas: 64.4%",
+            is: &[About(SLO, 0.644, 0.0008)],
+        },
+        Claim {
             scenario: "what-if-router",
             sets: &["baseline"],
             quote: "384 ms for round robin",

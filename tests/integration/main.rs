@@ -17,6 +17,7 @@ mod fleet;
 mod hostile;
 mod invariants;
 mod kv_offload;
+mod lora;
 mod parallelism;
 mod plan;
 mod playground;

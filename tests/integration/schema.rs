@@ -273,3 +273,12 @@ fn offload_summary_matches_schema() {
     assert_valid(&json, "quickstart with offload tiers");
     assert!(json["kv_cache"]["offload"]["tier_hit_rate"].is_f64());
 }
+
+/// LoRA adapters: the lora block validates.
+#[test]
+fn lora_summary_matches_schema() {
+    let json =
+        summary_json(QUICKSTART, "quickstart.toml", &["num_requests=500", "lora.adapters=8", "lora.max_loras=2"]);
+    assert_valid(&json, "quickstart with LoRA adapters");
+    assert_eq!(json["lora"]["adapters"], 8);
+}
