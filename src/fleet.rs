@@ -232,6 +232,9 @@ impl Fleet {
                 ..FleetOutput::default()
             },
         };
+        // Before its first look the policy stands by the initial size: a
+        // scale-down waits a full window from the start.
+        f.history.push_back((0.0, initial as u32));
         f.sample(0.0);
         f
     }
