@@ -24,7 +24,9 @@ pub fn frozen(setup: &crate::Setup) -> Option<crate::Setup> {
     let f = setup.scenario.fleet.as_ref().filter(|f| f.policy != ScalePolicy::None)?;
     let mut s = setup.clone();
     let initial = s.scenario.hardware.replicas;
-    s.scenario.fleet = Some(FleetConfig { policy: ScalePolicy::None, target: None, schedule: Vec::new(), ..f.clone() });
+    let failures = f.failures.iter().filter(|x| x.replica < initial).cloned().collect();
+    s.scenario.fleet =
+        Some(FleetConfig { policy: ScalePolicy::None, target: None, schedule: Vec::new(), failures, ..f.clone() });
     s.pools[0].replicas = initial;
     Some(s)
 }
@@ -307,7 +309,7 @@ impl Fleet {
         if let Some(last) = self.out.serving[i].last_mut()
             && last.1 == f64::INFINITY
         {
-            last.1 = now;
+            last.1 = now.max(last.0);
         }
     }
 
@@ -536,7 +538,7 @@ impl Fleet {
     pub fn finish(mut self, end: f64) -> FleetOutput {
         for i in 0..self.state.len() {
             if self.state[i] == SlotState::Failed {
-                self.out.downtime_s += end - self.failed_since[i];
+                self.out.downtime_s += (end - self.failed_since[i]).max(0.0);
             }
             if self.state[i] != SlotState::Off {
                 self.bill(i, end);

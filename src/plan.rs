@@ -552,6 +552,7 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
                 if s.fleet.is_some() {
                     // Sized static; the fleet's policy is weighed for the winner afterwards.
                     o.push(("fleet.policy".into(), toml::Value::String("none".into())));
+                    o.push(("fleet.schedule".into(), toml::Value::Array(Vec::new())));
                 }
                 simulate(loaded, catalog, &o, seed)
             };
@@ -660,7 +661,13 @@ fn fleet_choices(
     seed: u64,
 ) -> Result<Vec<FleetChoice>> {
     use toml::Value;
-    let Some(f) = loaded.scenario.fleet.as_ref().filter(|f| f.policy != crate::config::ScalePolicy::None) else {
+    // A schedule sets its own counts: its bounds are not the plan's to vary.
+    let Some(f) = loaded
+        .scenario
+        .fleet
+        .as_ref()
+        .filter(|f| !matches!(f.policy, crate::config::ScalePolicy::None | crate::config::ScalePolicy::Schedule))
+    else {
         return Ok(Vec::new());
     };
     let n = w.replicas.unwrap_or(1);
@@ -678,7 +685,9 @@ fn fleet_choices(
         .par_iter()
         .map(|&(min, max)| {
             let (o, policy) = if max == 0 {
-                (sized(over, n, vec![("fleet.policy", Value::String("none".into()))]), "static".to_string())
+                let fl =
+                    vec![("fleet.policy", Value::String("none".into())), ("fleet.schedule", Value::Array(Vec::new()))];
+                (sized(over, n, fl), "static".to_string())
             } else {
                 let fl = vec![
                     ("fleet.min_replicas", Value::Integer(min as i64)),
@@ -728,6 +737,7 @@ fn failure_headroom(
         .map(|k| {
             let fl = vec![
                 ("fleet.policy", Value::String("none".into())),
+                ("fleet.schedule", Value::Array(Vec::new())),
                 ("fleet.failures", Value::Array(vec![Value::Table(failure.clone())])),
                 ("fleet.on_failure", Value::String("retry".into())),
             ];

@@ -562,8 +562,8 @@ struct EventLoop<'s, 'k, C: StepCostModel> {
     fleet_events: usize,
     /// Requests admitted while no replica is ready, waiting at the router for one.
     held: VecDeque<u32>,
-    /// Per replica: the end of a step lost to a failure (its `StepEnd` is ignored).
-    lost_step: Vec<f64>,
+    /// Per replica: the ends of steps lost to failures (their `StepEnd`s are ignored).
+    lost_step: Vec<Vec<f64>>,
     /// `lora.router_affinity`: prefer a replica holding the request's adapter.
     adapter_affinity: bool,
     /// Time up to which `area` is integrated (the clock, but for fleet
@@ -696,7 +696,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             fleet,
             fleet_events: 0,
             held: VecDeque::new(),
-            lost_step: vec![f64::NAN; n_rep],
+            lost_step: vec![Vec::new(); n_rep],
             area_t: 0.0,
             adapter_affinity: s.lora.as_ref().is_some_and(|l| l.router_affinity),
         };
@@ -887,9 +887,9 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
     /// can happen before they end (the next event or arrival, a hand-off, a
     /// closed-loop user's next request).
     fn on_step_end(&mut self, r: usize, next_arrival: Option<f64>) {
-        if self.lost_step[r] == self.now {
+        if let Some(k) = self.lost_step[r].iter().position(|&t| t == self.now) {
             // The step was lost with its replica's failure.
-            self.lost_step[r] = f64::NAN;
+            self.lost_step[r].swap_remove(k);
             return;
         }
         let mut t = self.now;
@@ -1119,6 +1119,8 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             && self.replicas[r].outstanding() == 0
         {
             f.turn_off(r, self.now);
+            // Its GPU (and host) memory goes with it: a later start is cold.
+            self.replicas[r].evacuate(self.now, &self.obs.records);
         }
         if r < self.n_entry {
             self.router.observe(r, &self.replicas[r]);
@@ -1189,7 +1191,10 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
                 let f = self.fleet.as_ref().expect("fleet");
                 let x = &f.config().failures[e.key as usize];
                 let (i, repair) = (x.replica as usize, x.repair_s.unwrap_or(f.config().repair_s));
-                if matches!(f.state[i], crate::fleet::SlotState::Ready | crate::fleet::SlotState::Draining) {
+                if f.state
+                    .get(i)
+                    .is_some_and(|s| matches!(s, crate::fleet::SlotState::Ready | crate::fleet::SlotState::Draining))
+                {
                     self.fail(i, repair);
                 }
             }
@@ -1248,7 +1253,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
     fn fail(&mut self, i: usize, repair: f64) {
         let now = self.now;
         if let Some(end) = self.replicas[i].step_end() {
-            self.lost_step[i] = end;
+            self.lost_step[i].push(end);
         }
         let ids = self.replicas[i].evacuate(now, &self.obs.records);
         self.router.set_up(i, false);
@@ -1263,6 +1268,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             if retry {
                 // Sent again from scratch; its time so far counts.
                 let rec = &mut self.obs.records[id as usize];
+                rec.replica = u32::MAX;
                 rec.admitted = f64::NAN;
                 rec.first_scheduled = f64::NAN;
                 rec.first_token = f64::NAN;

@@ -272,6 +272,13 @@ impl Scenario {
         }
         self.validate_pools()?;
         if let Some(l) = &self.lora {
+            if !self.pools.is_empty() {
+                return fail(
+                    "lora",
+                    "applies to the replicas of [hardware], not to [[pools]]",
+                    "describe one pool with hardware.gpu, tp and replicas, or remove [lora]",
+                );
+            }
             l.validate()?;
         }
         if let Some(f) = &self.fleet {

@@ -841,13 +841,14 @@ impl<C: StepCostModel> Replica<C> {
             self.waiting.remove_at(at);
         }
         self.kv.share(req, r, hits, unused_hits);
-        self.kv.take(need);
         if tiered > 0 {
+            // Loaded before the evictions that taking blocks may cause move them.
             self.kv.load(req, r, hits, hits + tiered);
             if r.preemptions == 0 {
                 self.stats.offload_hit_tokens += (tiered * bs) as u64;
             }
         }
+        self.kv.take(need);
         if reserve > 0 {
             self.kv.reserve(reserve);
         }

@@ -235,7 +235,7 @@ fn pool_summaries(
             let (pf, pb) = rs.first().map_or((f64::NAN, f64::NAN), |r| (r.peak_flops, r.peak_bandwidth));
             let num_gpus = p.replicas * p.layout.gpus();
             // Replica-seconds of the window: a fleet's slots count while billed (one pool).
-            let span = fleet.map_or(duration * n, |f| f.slot_billed_s.iter().sum::<f64>());
+            let span = fleet.map_or(duration * n, |f| f.slot_billed_s.iter().sum::<f64>().max(f64::MIN_POSITIVE));
             let usd = match fleet {
                 Some(f) => p.layout.gpus() as f64 * f.billed_replica_s / 3600.0 * p.price_per_gpu_hour,
                 None => num_gpus as f64 * duration / 3600.0 * p.price_per_gpu_hour,
@@ -807,7 +807,7 @@ pub fn summarize(setup: &Setup, seed: u64, out: &mut SimOutput) -> Summary {
     let fleet_out = out.fleet.as_ref();
     let pools = pool_summaries(setup, stats, duration, fleet_out);
     // Replica-seconds of the window (a fleet's: while billed, standbys aside).
-    let span = fleet_out.map_or(duration * n_rep, |f| f.slot_billed_s.iter().sum::<f64>());
+    let span = fleet_out.map_or(duration * n_rep, |f| f.slot_billed_s.iter().sum::<f64>().max(f64::MIN_POSITIVE));
     // Utilisations are the pools' own, weighted by their share of the GPUs
     // (with one pool, exactly that pool's).
     let by_gpus = |f: &dyn Fn(&PoolSummary) -> f64| {

@@ -80,14 +80,6 @@ pub fn timeseries_figure(title: &str, samples: &[TimeSample], warmup: f64) -> Fi
     let smooth: Vec<(f64, f64)> =
         rate.windows(k).map(|w| (w[w.len() - 1].0, w.iter().map(|p| p.1).sum::<f64>() / w.len() as f64)).collect();
     let warm = if warmup > 0.0 { vec![RefLine { at: warmup, label: " end of warm-up".into() }] } else { vec![] };
-    let line = |name: &str, points, k: usize| Series {
-        name: name.into(),
-        points,
-        color: PALETTE[k],
-        line: true,
-        markers: false,
-        bold: false,
-    };
     let panels = vec![
         XyChart {
             title: "Requests in the system".into(),
@@ -160,6 +152,11 @@ pub fn gantt_figure(title: &str, records: &[RequestRecord], spans: &[Span], n: u
     Figure::Gantt { title: title.into(), x_label: "simulated time (ms)".into(), rows }
 }
 
+/// A plain line series named `name` in palette colour `k`.
+fn line(name: &str, points: Vec<(f64, f64)>, k: usize) -> Series {
+    Series { name: name.into(), points, color: PALETTE[k], line: true, markers: false, bold: false }
+}
+
 /// The fleet over the run: replicas serving and billed as steps over time,
 /// and the SLO attainment of each arrival window (with the fleet frozen at
 /// its initial size beside it, when the run has a scaling policy).
@@ -172,14 +169,6 @@ pub fn fleet_figure(title: &str, f: &crate::metrics::fleet::FleetSummary, end: f
             pts.push((next, v(s) as f64));
         }
         pts
-    };
-    let line = |name: &str, points, k: usize| Series {
-        name: name.into(),
-        points,
-        color: PALETTE[k],
-        line: true,
-        markers: false,
-        bold: false,
     };
     let mid = |w: &crate::metrics::fleet::SloWindow| (w.t_start + w.t_end) / 2.0;
     let mut slo = vec![line(

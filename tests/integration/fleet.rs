@@ -205,15 +205,7 @@ fn bad_fleet_values_name_the_key() {
         ("fleet.failures=[{ at_s = 5, replica = 7 }]", "fleet.failures[0].replica"),
         ("fleet.weight_load_gbps=0", "fleet.weight_load_gbps"),
     ] {
-        let sets = vec![set.to_string()];
-        let loaded = servesim::config::load_scenario_str(DAY, std::path::Path::new("t.toml"), &sets);
-        let err = match loaded {
-            Err(e) => e.to_string(),
-            Ok(l) => servesim::resolve(&l.scenario, &servesim::Catalog::builtin().unwrap())
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default(),
-        };
+        let err = crate::common::config_error(DAY, &[set]);
         assert!(err.contains(key), "{set}: {err}");
     }
 }
@@ -263,4 +255,38 @@ fn latency_parts_add_up_through_failures_and_scale_to_zero() {
             assert_eq!(format!("{a:?}"), format!("{b:?}"), "{name}: attribution changed the run");
         }
     }
+}
+
+/// Cases a review found: a retried request timing out in the central queue,
+/// a scripted failure of a slot the frozen counterfactual lacks, failures
+/// closer together than a step, `plan` with a schedule, LoRA with pools.
+#[test]
+fn awkward_fleets_run_to_the_end() {
+    let fixed = DAY.replace("[fleet]", "[ignored]").split("[ignored]").next().unwrap().to_string();
+    let central = format!(
+        "{fixed}\n[fleet]\nfailures = [{{ at_s = 600, replica = 0, repair_s = 30 }}, {{ at_s = 600.0001, replica = 1, repair_s = 0 }}, {{ at_s = 600.0002, replica = 1, repair_s = 0 }}]\n"
+    );
+    for router in ["central-queue", "session-affinity", "power-of-two", "prefix-aware"] {
+        let r = format!("hardware.router=\"{router}\"");
+        let s = setup(&central, &["hardware.replicas=2", &r, "engine.max_wait_s=2"]);
+        let out = servesim::sim::simulate_checked(&s, s.scenario.seed);
+        assert!(out.records.iter().all(|r| r.status != Status::InFlight), "{router}");
+        assert!(out.fleet.as_ref().unwrap().failures >= 2, "{router}");
+    }
+    // A scripted failure of slot 3: the frozen fleet (one slot) has no slot 3.
+    let rep = run(DAY, &["fleet.failures=[{ at_s = 900, replica = 3, repair_s = 60 }]"]);
+    assert!(rep.summary.fleet.as_ref().unwrap().rescued_requests.is_some());
+    // plan with a schedule policy.
+    let sched = DAY
+        .replace("policy = \"queue\"\ntarget = 24\n", "policy = \"schedule\"\n")
+        .replace("[fleet]\n", "[fleet]\nschedule = [{ at_s = 0, replicas = 1 }, { at_s = 600, replicas = 3 }]\n");
+    let text = format!("{sched}\n[plan]\nrate = 20.0\nmax_replicas = 4\n");
+    let loaded = servesim::config::load_scenario_str(&text, std::path::Path::new("s.toml"), &[]).unwrap();
+    let p = servesim::plan::plan(&loaded, &servesim::Catalog::builtin().unwrap()).unwrap();
+    assert!(p.failure_headroom.is_some() && p.fleet_choices.is_empty());
+    let pools = "[[pools]]\nname = \"a\"\ngpu = \"h100-sxm\"\ntp = 1\nreplicas = 1\n";
+    let text = fixed.replace("[hardware]\ngpu = \"h100-sxm\"\nreplicas = 1\n", "[hardware]\n")
+        + pools
+        + "\n[lora]\nadapters = 4\n";
+    assert!(crate::common::config_error(&text, &[]).contains("lora"));
 }

@@ -66,14 +66,6 @@ fn tiers_keep_the_kv_invariants() {
 
 #[test]
 fn offload_without_prefix_caching_is_refused() {
-    let sets = vec!["engine.kv_offload_cpu_gb=8".to_string()];
-    let l = servesim::config::load_scenario_str(CHAT, std::path::Path::new("t.toml"), &sets);
-    let err = match l {
-        Err(e) => e.to_string(),
-        Ok(l) => servesim::resolve(&l.scenario, &servesim::Catalog::builtin().unwrap())
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default(),
-    };
+    let err = crate::common::config_error(CHAT, &["engine.kv_offload_cpu_gb=8"]);
     assert!(err.contains("engine.kv_offload_cpu_gb") && err.contains("prefix_caching"), "{err}");
 }

@@ -73,15 +73,7 @@ fn bad_lora_values_name_the_key() {
         ("lora.max_loras=4", ""),
         ("lora.kernel_efficiency=2", "lora.kernel_efficiency"),
     ] {
-        let sets = vec![set.to_string(), "lora.max_cpu_loras=2".to_string()];
-        let l = servesim::config::load_scenario_str(QUICK, std::path::Path::new("t.toml"), &sets);
-        let err = match l {
-            Err(e) => e.to_string(),
-            Ok(l) => servesim::resolve(&l.scenario, &servesim::Catalog::builtin().unwrap())
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default(),
-        };
+        let err = crate::common::config_error(QUICK, &[set, "lora.max_cpu_loras=2"]);
         let key = if key.is_empty() { "lora.max_cpu_loras" } else { key };
         assert!(err.contains(key), "{set}: {err}");
     }

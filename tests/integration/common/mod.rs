@@ -14,6 +14,19 @@ pub fn setup(toml: &str, sets: &[&str]) -> Setup {
     servesim::resolve(&loaded.scenario, &Catalog::builtin().unwrap()).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The error a scenario text with `--set` overrides gets from loading or
+/// resolving it (empty when it is accepted).
+pub fn config_error(toml: &str, sets: &[&str]) -> String {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    match load_scenario_str(toml, Path::new("t.toml"), &sets) {
+        Err(e) => e.to_string(),
+        Ok(l) => servesim::resolve(&l.scenario, &Catalog::builtin().unwrap())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default(),
+    }
+}
+
 /// Runs a scenario given as TOML text plus overrides.
 pub fn run(toml: &str, sets: &[&str]) -> Report {
     let s = setup(toml, sets);
