@@ -216,6 +216,8 @@ pub struct ReplicaStats {
     pub offload: offload::OffloadStats,
     /// LoRA adapters' activity (whole run).
     pub lora: lora::LoraStats,
+    /// Time spent in steps over the whole run (warm-up included), s.
+    pub busy_whole_run: f64,
     /// ∫ the power model's activity dt inside the window (s; per GPU of the
     /// replica, all alike): its dynamic energy is (1 − idle) × TDP × this
     /// ([`crate::energy`]).
@@ -1511,6 +1513,10 @@ impl<C: StepCostModel> Replica<C> {
         queued.sort_unstable();
         out.extend(queued);
         if self.step.busy && self.step.start < now {
+            // The part of the step done before the failure: its share of the work.
+            let done = ((now - self.step.start) / self.step.cost.time).min(1.0);
+            self.step.cost.flops *= done;
+            self.step.cost.bytes *= done;
             self.account_step(now);
         }
         let groups = self.kv.groups();
@@ -1562,6 +1568,7 @@ impl<C: StepCostModel> Replica<C> {
         if let Some(l) = &self.lora {
             self.stats.lora = l.stats;
         }
+        self.stats.busy_whole_run = self.busy_total;
         self.touch(t_end);
         self.stats.prefix_evictions = self.kv.cache.evictions;
     }

@@ -356,7 +356,8 @@ fn lora_summary(setup: &crate::Setup, stats: &[crate::engine::ReplicaStats]) -> 
     let (hits, host, storage) = (sum(&|x| x.gpu_hits), sum(&|x| x.host_loads), sum(&|x| x.storage_loads));
     let load: f64 = l.iter().map(|x| x.load_time).sum();
     let compute: f64 = l.iter().map(|x| x.compute_time).sum();
-    let busy: f64 = stats.iter().map(|r| r.busy).sum();
+    // The loads and adapter time are counted over the whole run: so is the busy time.
+    let busy: f64 = stats.iter().map(|r| r.busy_whole_run).sum();
     let steps: u64 = stats.iter().map(|r| r.steps).sum();
     Some(LoraSummary {
         adapters: c.adapters,

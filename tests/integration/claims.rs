@@ -464,7 +464,7 @@ fn what_ifs() {
                 About(&["median_ttft_ms"], 31.0, 0.02),
                 About(P99_TTFT, 6200.0, 0.008),
                 About(SLO, 0.873, 0.0006),
-                About(&["lora", "time_share"], 0.044, 0.012),
+                About(&["lora", "time_share"], 0.041, 0.012),
                 About(&["median_tpot_ms"], 9.47, 0.001),
                 About(&["kv_cache", "blocks_per_replica"], 27736.0, 0.0),
             ],
