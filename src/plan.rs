@@ -551,8 +551,7 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
                 o.push(("hardware.replicas".into(), toml::Value::Integer(n as i64)));
                 if s.fleet.is_some() {
                     // Sized static; the fleet's policy is weighed for the winner afterwards.
-                    o.push(("fleet.policy".into(), toml::Value::String("none".into())));
-                    o.push(("fleet.schedule".into(), toml::Value::Array(Vec::new())));
+                    o.extend(static_fleet().into_iter().map(|(k, v)| (k.to_string(), v)));
                 }
                 simulate(loaded, catalog, &o, seed)
             };
@@ -632,37 +631,48 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
     });
     let winner = candidates.iter().find(|c| c.replicas.is_some() && c.verdict.is_some());
     let (fleet_choices, failure_headroom) = match winner {
-        Some(w) => rayon::join(
-            || fleet_choices(loaded, catalog, &w.overrides, w, &slo, seed),
-            || failure_headroom(loaded, catalog, &w.overrides, w, &slo, seed),
-        ),
+        Some(w) => {
+            let runs = WinnerRuns { loaded, catalog, over: &w.overrides, slo: &slo, seed };
+            rayon::join(|| fleet_choices(&runs, w), || failure_headroom(&runs, w))
+        }
         None => (Ok(Vec::new()), Ok(None)),
     };
     Ok(Plan { rate, candidates, precision_warning, fleet_choices: fleet_choices?, failure_headroom: failure_headroom? })
 }
 
-/// `hardware.replicas = n` and the `[fleet]` overrides of a static fleet.
-fn sized(over: &[(String, toml::Value)], n: u32, fleet: Vec<(&str, toml::Value)>) -> Vec<(String, toml::Value)> {
-    let mut o = over.to_vec();
-    o.push(("hardware.replicas".into(), toml::Value::Integer(n as i64)));
-    o.extend(fleet.into_iter().map(|(k, v)| (k.to_string(), v)));
-    o
+/// The `[fleet]` overrides that make a fleet static (its failures kept).
+fn static_fleet() -> Vec<(&'static str, toml::Value)> {
+    vec![("fleet.policy", toml::Value::String("none".into())), ("fleet.schedule", toml::Value::Array(Vec::new()))]
+}
+
+/// Runs of the plan's winner at the target load, judged against the SLOs.
+struct WinnerRuns<'a> {
+    loaded: &'a LoadedScenario,
+    catalog: &'a Catalog,
+    /// The winner's overrides at the target load.
+    over: &'a [(String, toml::Value)],
+    slo: &'a SloConfig,
+    seed: u64,
+}
+
+impl WinnerRuns<'_> {
+    /// The winner with `n` replicas and the `[fleet]` overrides `fleet`.
+    fn run(&self, n: u32, fleet: Vec<(&str, toml::Value)>) -> Result<Summary> {
+        let mut o = self.over.to_vec();
+        o.push(("hardware.replicas".into(), toml::Value::Integer(n as i64)));
+        o.extend(fleet.into_iter().map(|(k, v)| (k.to_string(), v)));
+        simulate(self.loaded, self.catalog, &o, self.seed)
+    }
 }
 
 /// The winner static, and scaled by the scenario's policy with every
 /// minimum from 1 to its size and a maximum of its size or one more: the
 /// cheapest that meets the SLOs first.
-fn fleet_choices(
-    loaded: &LoadedScenario,
-    catalog: &Catalog,
-    over: &[(String, toml::Value)],
-    w: &Candidate,
-    slo: &SloConfig,
-    seed: u64,
-) -> Result<Vec<FleetChoice>> {
+fn fleet_choices(runs: &WinnerRuns, w: &Candidate) -> Result<Vec<FleetChoice>> {
     use toml::Value;
     // A schedule sets its own counts: its bounds are not the plan's to vary.
-    let Some(f) = loaded
+    let Some(f) = runs
+        .loaded
         .scenario
         .fleet
         .as_ref()
@@ -684,18 +694,15 @@ fn fleet_choices(
     let runs: Vec<Result<FleetChoice>> = shapes
         .par_iter()
         .map(|&(min, max)| {
-            let (o, policy) = if max == 0 {
-                let fl =
-                    vec![("fleet.policy", Value::String("none".into())), ("fleet.schedule", Value::Array(Vec::new()))];
-                (sized(over, n, fl), "static".to_string())
+            let (sum, policy) = if max == 0 {
+                (runs.run(n, static_fleet())?, "static".to_string())
             } else {
                 let fl = vec![
                     ("fleet.min_replicas", Value::Integer(min as i64)),
                     ("fleet.max_replicas", Value::Integer(max as i64)),
                 ];
-                (sized(over, max, fl), f.policy.as_str().to_string())
+                (runs.run(max, fl)?, f.policy.as_str().to_string())
             };
-            let sum = simulate(loaded, catalog, &o, seed)?;
             let hours = sum.duration / 3600.0;
             let billed = sum.fleet.as_ref().map_or(n as f64, |x| x.mean_billed_replicas);
             Ok(FleetChoice {
@@ -704,7 +711,7 @@ fn fleet_choices(
                 max_replicas: if max == 0 { n } else { max },
                 mean_billed_replicas: billed,
                 usd_per_hour: sum.fleet.as_ref().map_or(billed * per_replica * price, |x| x.usd / hours),
-                verdict: judge(&sum, slo),
+                verdict: judge(&sum, runs.slo),
             })
         })
         .collect();
@@ -716,18 +723,12 @@ fn fleet_choices(
 /// N+1: the winner's static fleet with one replica failing in the middle of
 /// the run (its requests retried), then one and two replicas more, until
 /// the SLOs hold through the failure.
-fn failure_headroom(
-    loaded: &LoadedScenario,
-    catalog: &Catalog,
-    over: &[(String, toml::Value)],
-    w: &Candidate,
-    slo: &SloConfig,
-    seed: u64,
-) -> Result<Option<FailureHeadroom>> {
+fn failure_headroom(runs: &WinnerRuns, w: &Candidate) -> Result<Option<FailureHeadroom>> {
     use toml::Value;
     let n = w.replicas.unwrap_or(1);
     let at = (w.sim_time_s / 2.0).max(0.0);
-    let repair = loaded.scenario.fleet.as_ref().map_or(crate::config::FleetConfig::default().repair_s, |f| f.repair_s);
+    let repair =
+        runs.loaded.scenario.fleet.as_ref().map_or(crate::config::FleetConfig::default().repair_s, |f| f.repair_s);
     let mut failure = toml::Table::new();
     failure.insert("at_s".into(), Value::Float(at));
     failure.insert("replica".into(), Value::Integer(0));
@@ -735,13 +736,10 @@ fn failure_headroom(
     let verdicts: Vec<Result<Verdict>> = (n..=n + 2)
         .into_par_iter()
         .map(|k| {
-            let fl = vec![
-                ("fleet.policy", Value::String("none".into())),
-                ("fleet.schedule", Value::Array(Vec::new())),
-                ("fleet.failures", Value::Array(vec![Value::Table(failure.clone())])),
-                ("fleet.on_failure", Value::String("retry".into())),
-            ];
-            Ok(judge(&simulate(loaded, catalog, &sized(over, k, fl), seed)?, slo))
+            let mut fl = static_fleet();
+            fl.push(("fleet.failures", Value::Array(vec![Value::Table(failure.clone())])));
+            fl.push(("fleet.on_failure", Value::String("retry".into())));
+            Ok(judge(&runs.run(k, fl)?, runs.slo))
         })
         .collect();
     let verdicts: Vec<Verdict> = verdicts.into_iter().collect::<Result<_>>()?;

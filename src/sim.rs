@@ -1216,20 +1216,20 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
                 pending_tokens: r.pending_tokens(),
             })
             .collect();
-        let waiting: Vec<u32> = self.held.iter().chain(self.central_queue.iter()).copied().collect();
-        let live: Vec<u32> = waiting.into_iter().filter(|&id| !self.obs.records.refused(id)).collect();
-        let held_tokens: u64 = live
-            .iter()
-            .map(|&id| {
+        // Requests waiting at the router (held, or in the central queue), and their tokens.
+        let (mut held, mut held_tokens) = (0u32, 0u64);
+        for &id in self.held.iter().chain(self.central_queue.iter()) {
+            if !self.obs.records.refused(id) {
                 let r = &self.obs.records[id as usize];
-                r.prompt as u64 + r.output as u64
-            })
-            .sum();
+                held += 1;
+                held_tokens += r.prompt as u64 + r.output as u64;
+            }
+        }
         let f = self.fleet.as_mut().expect("fleet");
         if let Some(v) = self.obs.first_tokens.as_mut() {
             f.ttfts.append(v);
         }
-        let actions = f.look(now, &views, live.len() as u32, held_tokens);
+        let actions = f.look(now, &views, held, held_tokens);
         let interval = f.config().interval_s;
         for a in actions {
             match a {

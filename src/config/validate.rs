@@ -271,24 +271,21 @@ impl Scenario {
             speculative(sp, self.cost.model)?;
         }
         self.validate_pools()?;
+        // `[lora]` and `[fleet]` describe the replicas of `[hardware]`.
+        let one_pool = |section: &str| match self.pools.is_empty() {
+            true => Ok(()),
+            false => fail(
+                section,
+                "applies to the replicas of [hardware], not to [[pools]]",
+                format!("describe one pool with hardware.gpu, tp and replicas, or remove [{section}]"),
+            ),
+        };
         if let Some(l) = &self.lora {
-            if !self.pools.is_empty() {
-                return fail(
-                    "lora",
-                    "applies to the replicas of [hardware], not to [[pools]]",
-                    "describe one pool with hardware.gpu, tp and replicas, or remove [lora]",
-                );
-            }
+            one_pool("lora")?;
             l.validate()?;
         }
         if let Some(f) = &self.fleet {
-            if !self.pools.is_empty() {
-                return fail(
-                    "fleet",
-                    "applies to the replicas of [hardware], not to [[pools]]",
-                    "describe one pool with hardware.gpu, tp and replicas, or remove [fleet]",
-                );
-            }
+            one_pool("fleet")?;
             f.validate(self.hardware.replicas)?;
         }
         let c = &self.cost;

@@ -66,6 +66,15 @@ impl KvBlocks {
         kv
     }
 
+    /// Every block free again, the prefix cache and the offload tiers empty
+    /// (a failed replica's memory); the block identities and the eviction
+    /// count are kept.
+    pub(super) fn empty(&mut self, p: &super::EngineParams) {
+        let evictions = self.cache.evictions;
+        *self = KvBlocks { groups: self.groups.clone(), hashed: self.hashed.take(), ..KvBlocks::with_offload(p) };
+        self.cache.evictions = evictions;
+    }
+
     /// Blocks in use (held or cached and shared; not counting blocks only reserved).
     #[inline]
     pub(super) fn used(&self) -> u64 {
@@ -122,16 +131,6 @@ impl KvBlocks {
     /// Sets each class's (prefix group, shared system-prompt tokens).
     pub(super) fn set_groups(&mut self, groups: Arc<[(u32, u32)]>) {
         self.groups = groups;
-    }
-
-    /// Each class's (prefix group, shared system-prompt tokens).
-    pub(super) fn groups(&self) -> Arc<[(u32, u32)]> {
-        self.groups.clone()
-    }
-
-    /// The replayed trace whose rows carry prefix-block hashes, if any.
-    pub(super) fn hashed(&self) -> Option<Arc<Trace>> {
-        self.hashed.clone()
     }
 
     /// Sets the replayed trace whose rows carry prefix-block hashes.

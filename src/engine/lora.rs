@@ -90,6 +90,12 @@ impl Loras {
         l
     }
 
+    /// No adapter in GPU or host memory any more (a failed replica's); the
+    /// statistics are kept.
+    pub(super) fn empty(&mut self) {
+        *self = Loras { stats: self.stats, ..Loras::new(self.plan.clone()) };
+    }
+
     /// The plan.
     pub(super) fn plan(&self) -> &LoraPlan {
         &self.plan

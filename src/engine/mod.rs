@@ -275,8 +275,6 @@ pub struct Replica<C> {
     /// The power model's weights over the peaks: (c / peak FLOP/s, m / peak
     /// bytes/s), so that a step's activity × duration needs no division.
     power_weights: (f64, f64),
-    /// Time spent in steps since the start of the run (window or not), s.
-    busy_total: f64,
     /// LoRA adapters (with `[lora]`).
     lora: Option<lora::Loras>,
     /// Statistics.
@@ -359,7 +357,6 @@ impl<C: StepCostModel> Replica<C> {
             t_touch: 0.0,
             clocks: attribution::Clocks::default(),
             power_weights: (crate::energy::POWER.compute / cost_peak.0, crate::energy::POWER.memory / cost_peak.1),
-            busy_total: 0.0,
             lora: None,
             stats: ReplicaStats {
                 peak_flops: cost_peak.0,
@@ -1445,7 +1442,7 @@ impl<C: StepCostModel> Replica<C> {
     #[inline]
     fn account_step(&mut self, t_end: f64) {
         self.stats.steps += 1;
-        self.busy_total += t_end - self.step.start;
+        self.stats.busy_whole_run += t_end - self.step.start;
         self.stats.peak_step_tokens = self.stats.peak_step_tokens.max(self.step.batch.scheduled_tokens());
         let dt = t_end - self.step.start.max(self.window_start);
         if dt <= 0.0 {
@@ -1492,7 +1489,7 @@ impl<C: StepCostModel> Replica<C> {
 
     /// Time spent in steps since the start of the run, s.
     pub fn busy_total(&self) -> f64 {
-        self.busy_total
+        self.stats.busy_whole_run
     }
 
     /// End of the step in flight, if any.
@@ -1519,14 +1516,8 @@ impl<C: StepCostModel> Replica<C> {
             self.step.cost.bytes *= done;
             self.account_step(now);
         }
-        let groups = self.kv.groups();
-        let hashed = self.kv.hashed();
-        let evictions = self.kv.cache.evictions;
         self.close_offload();
-        self.kv = KvBlocks::with_offload(&self.p);
-        self.kv.set_groups(groups);
-        self.kv.set_hashes(hashed);
-        self.kv.cache.evictions = evictions;
+        self.kv.empty(&self.p);
         self.waiting = WaitQueue::new(self.p.keyed_queue);
         self.running = Running::new();
         self.prefilling.clear();
@@ -1541,9 +1532,7 @@ impl<C: StepCostModel> Replica<C> {
         self.step_promised = 0;
         if let Some(l) = self.lora.as_mut() {
             // Adapters in GPU and host memory are lost too.
-            let stats = l.stats;
-            *l = lora::Loras::new(std::sync::Arc::new(l.plan().clone()));
-            l.stats = stats;
+            l.empty();
         }
         // The attribution clocks run on: requests read only their differences.
         out
@@ -1568,7 +1557,6 @@ impl<C: StepCostModel> Replica<C> {
         if let Some(l) = &self.lora {
             self.stats.lora = l.stats;
         }
-        self.stats.busy_whole_run = self.busy_total;
         self.touch(t_end);
         self.stats.prefix_evictions = self.kv.cache.evictions;
     }

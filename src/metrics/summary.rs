@@ -216,6 +216,12 @@ pub struct DisaggSummary {
     pub mean_transfer_bytes: f64,
 }
 
+/// Replica-seconds of a window of `duration` with `n` replicas; a fleet's
+/// slots count while billed, standbys aside (a fleet has one pool).
+fn replica_seconds(fleet: Option<&crate::fleet::FleetOutput>, duration: f64, n: f64) -> f64 {
+    fleet.map_or(duration * n, |f| f.slot_billed_s.iter().sum::<f64>().max(f64::MIN_POSITIVE))
+}
+
 /// Per-pool utilisation and cost.
 fn pool_summaries(
     setup: &crate::Setup,
@@ -234,8 +240,7 @@ fn pool_summaries(
             let busy = sum(&|r| r.busy);
             let (pf, pb) = rs.first().map_or((f64::NAN, f64::NAN), |r| (r.peak_flops, r.peak_bandwidth));
             let num_gpus = p.replicas * p.layout.gpus();
-            // Replica-seconds of the window: a fleet's slots count while billed (one pool).
-            let span = fleet.map_or(duration * n, |f| f.slot_billed_s.iter().sum::<f64>().max(f64::MIN_POSITIVE));
+            let span = replica_seconds(fleet, duration, n);
             let usd = match fleet {
                 Some(f) => p.layout.gpus() as f64 * f.billed_replica_s / 3600.0 * p.price_per_gpu_hour,
                 None => num_gpus as f64 * duration / 3600.0 * p.price_per_gpu_hour,
@@ -807,8 +812,7 @@ pub fn summarize(setup: &Setup, seed: u64, out: &mut SimOutput) -> Summary {
     let per_busy = |x: f64| if busy > 0.0 { x / busy } else { 0.0 };
     let fleet_out = out.fleet.as_ref();
     let pools = pool_summaries(setup, stats, duration, fleet_out);
-    // Replica-seconds of the window (a fleet's: while billed, standbys aside).
-    let span = fleet_out.map_or(duration * n_rep, |f| f.slot_billed_s.iter().sum::<f64>().max(f64::MIN_POSITIVE));
+    let span = replica_seconds(fleet_out, duration, n_rep);
     // Utilisations are the pools' own, weighted by their share of the GPUs
     // (with one pool, exactly that pool's).
     let by_gpus = |f: &dyn Fn(&PoolSummary) -> f64| {
