@@ -129,7 +129,8 @@ struct StabilityTableArgs {
 #[derive(Debug, Args)]
 struct CalibrateArgs {
     /// The measurements: a per-step CSV, a Splitwise profile CSV, a `vllm bench serve`
-    /// --save-detailed JSON, an offline-throughput table, or validation:gpustack-serve.
+    /// --save-detailed JSON, an offline-throughput table, or validation:gpustack-serve (A100) /
+    /// validation:gpustack-serve-h100.
     input: String,
     /// Scenario naming the model, GPU, tp and engine (needed by per-step CSVs and bench JSONs).
     #[arg(long, value_name = "FILE")]
@@ -147,7 +148,8 @@ struct CalibrateArgs {
     /// Folds for the held-out error (measurements of one set-up stay in one fold).
     #[arg(long, default_value_t = 5)]
     folds: usize,
-    /// Use only measurements whose label contains this text (repeatable; any may match).
+    /// Use only measurements whose label contains this text; alternatives separated by `|`
+    /// (repeatable: a measurement must match every --rows).
     #[arg(long = "rows", value_name = "TEXT")]
     rows: Vec<String>,
     /// Name of the profile written (default: <preset>-calibrated).
@@ -164,7 +166,8 @@ struct CalibrateArgs {
 #[derive(Debug, Args)]
 struct ValidateArgs {
     /// Run only these data sets (repeatable): kernels-gemm, kernels-attention, kernels-allreduce,
-    /// kernels-held-out-gpu, vidur-ops, memory-logs, splitwise, sarathi, trtllm-offline, gpustack-serve.
+    /// kernels-held-out-gpu, vidur-ops, memory-logs, splitwise, sarathi, trtllm-offline, gpustack-serve,
+    /// gpustack-serve-h100.
     #[arg(long = "only", value_name = "DATASET")]
     only: Vec<String>,
     /// Also print every row (measured, predicted, error) of the data sets run.
@@ -437,7 +440,16 @@ fn dispatch(cli: Cli) -> Result<()> {
             let ci =
                 if r.ci_lo.is_finite() { format!(", 95% CI [{:.2}, {:.2}]", r.ci_lo, r.ci_hi) } else { String::new() };
             let runs = c.per_replication.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(", ");
-            let band = format!("  (the interval is the simulation's; the {})", c.model_error.describe());
+            let range = c.model_range.map_or(String::new(), |(lo, hi)| {
+                let u = if c.knob == "workload.rate" { 1.0 } else { c.rate_per_unit.unwrap_or(1.0) };
+                format!("; model error puts it in [{:.2}, {:.2}] req/s", lo * u, hi * u)
+            });
+            let band = format!(
+                "  (simulation CI [{:.2}, {:.2}]{range})\n  (the {})",
+                r.ci_lo,
+                r.ci_hi,
+                c.model_error.describe()
+            );
             let name = &loaded.scenario.name;
             if c.knob == "workload.rate" {
                 println!(
@@ -789,6 +801,15 @@ fn cmd_validate(a: ValidateArgs) -> Result<()> {
         }
     }
     print!("{}", crate::validate::format_summary(&sets));
+    let bands = crate::validate::band::table(&crate::validate::snapshot(&sets));
+    if !bands.is_empty() {
+        println!(
+            "\nserving error bands (held-out rows; band = the |error| {:.0}% of them stay within; coverage = share \
+             inside the band computed without their own model):",
+            crate::validate::band::COVERAGE * 100.0
+        );
+        print!("{}", crate::validate::band::format_table(&bands));
+    }
     if let Some(dir) = &a.out {
         crate::export::create_out_dir(dir)?;
         let path = dir.join("validation.json");

@@ -158,9 +158,13 @@ pub struct Capacity {
     pub rate_per_unit: Option<f64>,
     /// Relative precision of each bisection.
     pub tolerance: f64,
-    /// The validated error of the scenario's engine profile on its GPU
-    /// (from `servesim validate`), beside the simulation's interval above.
+    /// The validated throughput error of the scenario's engine profile on
+    /// its GPU (from `servesim validate`), beside the simulation's interval above.
     pub model_error: crate::validate::ErrorBand,
+    /// The knob's value found with every step slower and faster by that
+    /// error (1 ± band): where the model's own error puts the answer (None:
+    /// no validated band).
+    pub model_range: Option<(f64, f64)>,
     /// Fewest measured requests beyond the SLO percentile (e.g. above p99)
     /// in the highest passing run of any search: below 10 that percentile
     /// rests on a handful of requests (null with `slo.min_attainment`).
@@ -323,7 +327,15 @@ pub fn capacity(loaded: &LoadedScenario, catalog: &Catalog, replications: u32, t
         );
     }
     let per: Vec<f64> = per.iter().map(|p| p.0).collect();
+    let model_error = crate::validate::band(
+        loaded.scenario.engine.preset.as_deref(),
+        catalog.gpu(&loaded.scenario.hardware.gpu).map_or(&loaded.scenario.hardware.gpu, |e| &e.key),
+        crate::validate::BandMetric::Throughput,
+        Some(catalog),
+    );
+    let model_range = model_range(loaded, catalog, &knob, &slo, tol, model_error.band)?;
     Ok(Capacity {
+        model_range,
         tail_requests,
         limited_by,
         precision_warning: (!warnings.is_empty()).then(|| warnings.join("; ")),
@@ -332,11 +344,35 @@ pub fn capacity(loaded: &LoadedScenario, catalog: &Catalog, replications: u32, t
         per_replication: per,
         rate_per_unit: knob.rate_per_unit,
         tolerance: tol,
-        model_error: crate::validate::band(
-            loaded.scenario.engine.preset.as_deref(),
-            catalog.gpu(&loaded.scenario.hardware.gpu).map_or(&loaded.scenario.hardware.gpu, |e| &e.key),
-        ),
+        model_error,
     })
+}
+
+/// The capacity with every step `band` slower and `band` faster (the
+/// validated model error carried into the answer): one search each, on the
+/// first replication's arrivals. None when no band is validated.
+fn model_range(
+    loaded: &LoadedScenario,
+    catalog: &Catalog,
+    knob: &LoadKnob,
+    slo: &SloConfig,
+    tol: f64,
+    band: f64,
+) -> Result<Option<(f64, f64)>> {
+    if !band.is_finite() || band <= 0.0 {
+        return Ok(None);
+    }
+    let seed = point_seed(loaded.scenario.seed, 0, 0);
+    let search = |scale: f64| -> Result<f64> {
+        bisect_up(knob.start, tol, |rate| {
+            let mut over = knob.set(rate);
+            over.push(("cost.step_time_scale".into(), toml::Value::Float(scale)));
+            Ok(judge(&simulate(loaded, catalog, &over, seed)?, slo).meets)
+        })
+    };
+    // A step can be at most 1/(1 - 0.95) times faster than modelled here.
+    let (slow, fast) = rayon::join(|| search(1.0 + band), || search((1.0 - band).max(0.05)));
+    Ok(Some((slow?, fast?)))
 }
 
 /// Measured requests beyond the judged percentile (completed ones × (1 −
@@ -532,7 +568,12 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
                 verdict: None,
                 one_fewer: None,
                 note: String::new(),
-                model_error: crate::validate::band(s.engine.preset.as_deref(), ""),
+                model_error: crate::validate::band(
+                    s.engine.preset.as_deref(),
+                    "",
+                    crate::validate::BandMetric::Throughput,
+                    Some(catalog),
+                ),
                 tail_requests: None,
                 sim_time_s: f64::NAN,
                 overrides: over.clone(),
@@ -545,7 +586,12 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
                     return Ok(c);
                 }
             };
-            c.model_error = crate::validate::band(base.scenario.engine.preset.as_deref(), &gpu_key);
+            c.model_error = crate::validate::band(
+                base.scenario.engine.preset.as_deref(),
+                &gpu_key,
+                crate::validate::BandMetric::Throughput,
+                Some(catalog),
+            );
             let run_at = |n: u32| -> Result<Summary> {
                 let mut o = over.clone();
                 o.push(("hardware.replicas".into(), toml::Value::Integer(n as i64)));

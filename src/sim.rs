@@ -360,6 +360,7 @@ fn simulate_opts(setup: &Setup, seed: u64, check: bool, fast: bool, rec: Recordi
         }),
         CostModelKind::Kernel => with_models(setup, seed, check, fast, rec, |llm, p, cost| {
             KernelModel::new(llm, &p.gpu, &p.layout, s.model.dtype, p.kv_dtype, cost)
+                .with_graphs(p.engine_config.cuda_graph_max_bs)
         }),
         CostModelKind::Constant => {
             let t = s.cost.step_time_ms.unwrap_or(1.0) * 1e-3;
@@ -554,6 +555,8 @@ struct EventLoop<'s, 'k, C: StepCostModel> {
     max_wait: Option<f64>,
     pre_fixed: f64,
     pre_tok: f64,
+    /// `engine.frontend_latency_ms`, s.
+    pre_latency: f64,
     kv_bytes_per_token: f64,
     link: DisaggregationConfig,
     /// `[fleet]`: replicas that come and go (None: a fixed cluster).
@@ -691,6 +694,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             max_wait: s.engine.max_wait_s,
             pre_fixed: s.engine.preprocess_ms * 1e-3,
             pre_tok: s.engine.preprocess_us_per_token * 1e-6,
+            pre_latency: s.engine.frontend_latency_ms * 1e-3,
             kv_bytes_per_token: setup.llm.kv_bytes_per_token(setup.llm.num_layers as f64, 1.0, s.kv_dtype().bytes()),
             link: s.disaggregation.clone().unwrap_or_default(),
             fleet,
@@ -813,6 +817,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             *w = start + delay;
             delay = *w - now;
         }
+        delay += self.pre_latency;
         if delay > 0.0 {
             self.queue.push(Event { t: now + delay, kind: Kind::Admit, key: id });
         } else {

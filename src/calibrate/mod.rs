@@ -153,9 +153,11 @@ pub const FITTABLE: &[(&str, f64, f64, f64)] = &[
     ("cost.attention_efficiency_scale", 0.2, 2.0, 0.1),
     ("cost.moe_efficiency_scale", 0.2, 2.0, 0.1),
     ("cost.cpu_overlap", 0.0, 1.0, 0.1),
+    ("cost.eager_launch_us_per_layer", 0.0, 5000.0, 50.0),
     ("cost.comm_overlap", 0.0, 1.0, 0.1),
     ("engine.preprocess_ms", 0.0, 1000.0, 1.0),
     ("engine.preprocess_us_per_token", 0.0, 1000.0, 1.0),
+    ("engine.frontend_latency_ms", 0.0, 1000.0, 1.0),
 ];
 
 /// The bounds of a fittable key.
@@ -380,7 +382,7 @@ fn cannot_hint(key: &str) -> String {
             "measure steps at several batch sizes (decode batches of 1 to 64 sequences)".into()
         }
         "cost.per_request_overhead_ms" => "measure steps that admit new requests, or serving runs".into(),
-        "engine.preprocess_ms" | "engine.preprocess_us_per_token" => {
+        "engine.preprocess_ms" | "engine.preprocess_us_per_token" | "engine.frontend_latency_ms" => {
             "preprocessing only shows in serving runs (TTFT); step-level data cannot determine it".into()
         }
         _ => format!("give measurements that depend on `{key}`, or leave it out of --fit"),
@@ -609,14 +611,15 @@ fn problem_of(opts: &Options, catalog: &Catalog) -> crate::Result<(Problem, Stri
         })
     };
     match &opts.input {
-        Input::Validation(d) if d == "gpustack-serve" => {
-            let mut p = crate::validate::gpustack_problem(&opts.rows);
-            let blocks = crate::validate::gpustack_blocks();
+        Input::Validation(d) if crate::validate::gpustack::lab(d).is_some() => {
+            let lab = crate::validate::gpustack::lab(d).expect("checked");
+            let mut p = crate::validate::gpustack::problem(lab, &opts.rows);
+            let blocks = crate::validate::gpustack::blocks(lab);
             let engines_of_sims: Vec<&str> =
                 p.sims.iter().map(|s| blocks.iter().find(|b| b.id == s.name).map_or("", |b| b.preset)).collect();
             let mut engines: Vec<String> = blocks
                 .iter()
-                .filter(|b| opts.rows.is_empty() || opts.rows.iter().any(|f| b.id.contains(f.as_str())))
+                .filter(|b| crate::validate::selects(&opts.rows, &b.id))
                 .map(|b| b.preset.to_string())
                 .collect();
             engines.sort();
@@ -637,7 +640,7 @@ fn problem_of(opts: &Options, catalog: &Catalog) -> crate::Result<(Problem, Stri
                     .into());
                 }
             };
-            p.skipped.retain(|s| opts.rows.is_empty() || opts.rows.iter().any(|f| s.contains(f.as_str())));
+            p.skipped.retain(|s| crate::validate::selects(&opts.rows, s));
             if named.is_some() {
                 // Simulate every block with the profile named instead of its engine's.
                 for (sim, e) in p.sims.iter_mut().zip(&engines_of_sims) {
@@ -648,7 +651,8 @@ fn problem_of(opts: &Options, catalog: &Catalog) -> crate::Result<(Problem, Stri
         }
         Input::Validation(d) => Err(ConfigError::new(format!("no validation data set `{d}` to calibrate on"))
             .hint(
-                "use validation:gpustack-serve, or give the file of another data set (e.g. \
+                "use validation:gpustack-serve (A100) or validation:gpustack-serve-h100, or give the file of \
+                   another data set (e.g. \
                    validation/data/trtllm_perf_overview_a100_l40s.csv)",
             )
             .into()),
@@ -659,12 +663,8 @@ fn problem_of(opts: &Options, catalog: &Catalog) -> crate::Result<(Problem, Stri
             let preset = need_preset("the file")?;
             let mut p = inputs::read(path, catalog, opts.scenario.as_ref(), &preset)?;
             if !opts.rows.is_empty() {
-                let keep: Vec<Point> = p
-                    .points
-                    .iter()
-                    .filter(|q| opts.rows.iter().any(|f| q.label.contains(f.as_str())))
-                    .cloned()
-                    .collect();
+                let keep: Vec<Point> =
+                    p.points.iter().filter(|q| crate::validate::selects(&opts.rows, &q.label)).cloned().collect();
                 p.points = keep;
             }
             let keys = match format {

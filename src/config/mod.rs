@@ -455,6 +455,9 @@ pub struct EngineConfig {
     pub preprocess_ms: f64,
     /// Preprocessing delay per prompt token, microseconds.
     pub preprocess_us_per_token: f64,
+    /// Front-end latency that occupies no worker (the API server awaiting its
+    /// engine and client connections), added after the workers' preprocessing, ms.
+    pub frontend_latency_ms: f64,
     /// Processes that preprocess requests (the API server: HTTP handling,
     /// tokenisation), each one request at a time, first come first served;
     /// 0: unlimited (preprocessing is a pure delay). vLLM serves from one
@@ -724,6 +727,7 @@ impl Default for EngineConfig {
             memory_reserve_gb: 1.0,
             preprocess_ms: 0.0,
             preprocess_us_per_token: 0.0,
+            frontend_latency_ms: 0.0,
             queue_order: QueueOrder::Fcfs,
             priority_aging_s: Some(60.0),
             prediction_error: 0.0,
@@ -812,6 +816,32 @@ pub struct CostConfig {
     /// `kernel` model: the engine's fused-MoE kernels relative to the measured
     /// ones (scales both their compute and their weight streaming).
     pub moe_efficiency_scale: f64,
+    /// `kernel` model: CPU time to launch one layer's kernels on a step that
+    /// runs without a CUDA graph (Python dispatch, kernel and NCCL launches),
+    /// µs. The GPU cannot run ahead of the launches: such a step takes at
+    /// least `layers × this` (0: launches never bound a step).
+    pub eager_launch_us_per_layer: f64,
+    /// `kernel` model: which steps replay a captured CUDA graph (and pay no
+    /// launch time); the others run eagerly.
+    pub graph_capture: GraphCapture,
+    /// `kernel` and `roofline` models: every step's time multiplied by this
+    /// (1: as modelled). `capacity` and `plan` set it to 1 ± the validated
+    /// model error to carry that error into their answer.
+    pub step_time_scale: f64,
+}
+
+/// Which steps an engine runs from captured CUDA graphs (up to the engine's
+/// `cuda_graph_max_bs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GraphCapture {
+    /// Decode-only steps of at most `cuda_graph_max_bs` sequences (vLLM V0,
+    /// SGLang, TensorRT-LLM); prefill and mixed steps run eagerly.
+    #[default]
+    DecodeBatch,
+    /// Steps of at most `cuda_graph_max_bs` tokens, prefill included (vLLM
+    /// V1's piecewise graphs, captured by token count).
+    Tokens,
 }
 
 impl Default for CostConfig {
@@ -831,6 +861,9 @@ impl Default for CostConfig {
             gemm_efficiency_scale: 1.0,
             attention_efficiency_scale: 1.0,
             moe_efficiency_scale: 1.0,
+            eager_launch_us_per_layer: 0.0,
+            graph_capture: GraphCapture::DecodeBatch,
+            step_time_scale: 1.0,
         }
     }
 }

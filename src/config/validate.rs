@@ -5,7 +5,8 @@ use super::{CostModelKind, Scenario};
 
 /// `[engine]` keys that describe the front end (before the router): one
 /// value for the whole cluster, refused in a pool's engine table.
-const FRONTEND_KEYS: &[&str] = &["preprocess_ms", "preprocess_us_per_token", "frontend_workers", "max_wait_s"];
+const FRONTEND_KEYS: &[&str] =
+    &["preprocess_ms", "preprocess_us_per_token", "frontend_latency_ms", "frontend_workers", "max_wait_s"];
 
 pub(super) type Check = Result<(), (String, String, String)>;
 
@@ -190,6 +191,7 @@ impl Scenario {
         non_negative("engine.memory_reserve_gb", e.memory_reserve_gb)?;
         non_negative("engine.preprocess_ms", e.preprocess_ms)?;
         non_negative("engine.preprocess_us_per_token", e.preprocess_us_per_token)?;
+        non_negative("engine.frontend_latency_ms", e.frontend_latency_ms)?;
         if let Some(a) = e.priority_aging_s {
             positive("engine.priority_aging_s", a)?;
         }
@@ -293,6 +295,14 @@ impl Scenario {
         non_negative("cost.per_request_overhead_ms", c.per_request_overhead_ms)?;
         non_negative("cost.per_seq_overhead_ms", c.per_seq_overhead_ms)?;
         non_negative("cost.custom_allreduce_max_kb", c.custom_allreduce_max_kb)?;
+        non_negative("cost.eager_launch_us_per_layer", c.eager_launch_us_per_layer)?;
+        if !(c.step_time_scale > 0.0 && c.step_time_scale <= 10.0) {
+            return fail(
+                "cost.step_time_scale",
+                format!("must be in (0, 10], got {}", c.step_time_scale),
+                "1 keeps the modelled step time; 1.2 makes every step 20% slower",
+            );
+        }
         for (k, v) in [("cost.cpu_overlap", c.cpu_overlap), ("cost.comm_overlap", c.comm_overlap)] {
             if !(0.0..=1.0).contains(&v) {
                 return fail(

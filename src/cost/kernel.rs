@@ -6,7 +6,9 @@
 //! overlapped as far as the engine overlaps them:
 //!
 //! ```text
-//! step = gpu + cpu − cpu_overlap × min(gpu, cpu)
+//! step = gpu' + cpu − cpu_overlap × min(gpu', cpu)
+//! gpu' = max(gpu, launch)   launch = layers × eager_launch_us_per_layer on a step
+//!                           not replayed from a CUDA graph, else 0
 //! cpu  = step_overhead + per_seq_overhead × sequences + per_request_overhead × new requests
 //! gpu  = Σ layers (GEMMs + attention + elementwise + collectives) + LM head + sampler
 //! ```
@@ -280,6 +282,14 @@ pub struct KernelModel {
     per_seq: f64,
     per_request: f64,
     cpu_overlap: f64,
+    /// CPU time to launch one layer's kernels eagerly, seconds.
+    eager_launch: f64,
+    /// Which steps replay a CUDA graph.
+    graph_capture: crate::config::GraphCapture,
+    /// Largest captured graph (sequences or tokens; 0: none).
+    graph_max: f64,
+    /// `cost.step_time_scale`.
+    time_scale: f64,
     /// (tokens, time, flops, bytes) of the token-count-dependent part of one stage.
     cache: (f64, f64, f64, f64),
 }
@@ -390,9 +400,33 @@ impl KernelModel {
             per_seq: cost.per_seq_overhead_ms * 1e-3,
             per_request: cost.per_request_overhead_ms * 1e-3,
             cpu_overlap: cost.cpu_overlap,
+            eager_launch: cost.eager_launch_us_per_layer * 1e-6,
+            graph_capture: cost.graph_capture,
+            graph_max: 0.0,
+            time_scale: cost.step_time_scale,
             cache: (f64::NAN, 0.0, 0.0, 0.0),
             kern,
         }
+    }
+
+    /// The engine captures CUDA graphs up to `max` sequences or tokens
+    /// (`engine.cuda_graph_max_bs`; 0: every step runs eagerly).
+    pub fn with_graphs(mut self, max: u32) -> Self {
+        self.graph_max = max as f64;
+        self
+    }
+
+    /// The time the CPU needs to launch the step's kernels: none for a step
+    /// replayed from a CUDA graph, the stage's layers × the eager launch time otherwise.
+    fn launch(&self, b: &StepBatch) -> f64 {
+        if self.eager_launch == 0.0 {
+            return 0.0;
+        }
+        let graphed = match self.graph_capture {
+            crate::config::GraphCapture::DecodeBatch => b.prefill_tokens == 0 && b.decode_seqs as f64 <= self.graph_max,
+            crate::config::GraphCapture::Tokens => b.tokens() as f64 <= self.graph_max,
+        };
+        if graphed { 0.0 } else { self.layers * self.eager_launch }
     }
 
     /// Time of one GEMM over `m` rows; adds its FLOPs and bytes to `acc`.
@@ -546,8 +580,10 @@ impl KernelModel {
 impl StepCostModel for KernelModel {
     fn step(&mut self, b: &StepBatch) -> StepCost {
         let mut c = self.gpu_time(b);
+        // Kernels run behind their launches: an eager step lasts at least its launch time.
+        let gpu = c.time.max(self.launch(b));
         let cpu = self.cpu(b);
-        c.time = c.time + cpu - self.cpu_overlap * c.time.min(cpu);
+        c.time = (gpu + cpu - self.cpu_overlap * gpu.min(cpu)) * self.time_scale;
         c
     }
 

@@ -130,6 +130,8 @@ pub struct Roofline {
     link_bw: f64,
     hop_latency: f64,
     step_overhead: f64,
+    /// `cost.step_time_scale`.
+    time_scale: f64,
     per_request_overhead: f64,
     inv_flops_rate: f64,
     inv_bw: f64,
@@ -244,6 +246,7 @@ impl Roofline {
             link_bw: gpu.interconnect_gbps * 1e9 / 2.0 * ie,
             hop_latency: gpu.allreduce_latency_us * 1e-6,
             step_overhead: cost.step_overhead_ms * 1e-3,
+            time_scale: cost.step_time_scale,
             per_request_overhead: cost.per_request_overhead_ms * 1e-3,
             inv_flops_rate: 1.0 / (peak_flops * ce),
             inv_bw: 1.0 / (peak_bw * me),
@@ -371,7 +374,8 @@ impl StepCostModel for Roofline {
             if b.logits > 0 {
                 time += self.lm_head(b.logits as f64, &mut cost);
             }
-            cost.time = time + self.step_overhead + self.per_request_overhead * b.new_requests as f64;
+            cost.time =
+                (time + self.step_overhead + self.per_request_overhead * b.new_requests as f64) * self.time_scale;
             return cost;
         }
         let per_gpu = m * self.inv_pp;
@@ -393,7 +397,7 @@ impl StepCostModel for Roofline {
             cost.flops += lm.flops * slots * self.inv_pp;
             cost.bytes += lm.bytes * slots * self.inv_pp;
         }
-        cost.time = time + self.step_overhead + self.per_request_overhead * b.new_requests as f64;
+        cost.time = (time + self.step_overhead + self.per_request_overhead * b.new_requests as f64) * self.time_scale;
         cost
     }
 

@@ -38,23 +38,72 @@ pub fn expected() -> Vec<SnapshotSet> {
     serde_json::from_str(include_str!("../../validation/expected.json")).expect("validation/expected.json parses")
 }
 
-/// The validated error of one engine profile on one GPU.
+/// The serving quantity a band is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BandMetric {
+    /// Median time to first token.
+    Ttft,
+    /// Median time per output token.
+    Tpot,
+    /// Output tokens per second (and so the capacity in requests per second).
+    Throughput,
+}
+
+impl BandMetric {
+    /// Every one, in report order.
+    pub const ALL: [BandMetric; 3] = [BandMetric::Ttft, BandMetric::Tpot, BandMetric::Throughput];
+
+    /// The text the snapshot's serving metrics end with.
+    fn suffix(self) -> &'static str {
+        match self {
+            BandMetric::Ttft => "TTFT p50 ms",
+            BandMetric::Tpot => "TPOT p50 ms",
+            BandMetric::Throughput => "output tok/s",
+        }
+    }
+
+    /// A short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            BandMetric::Ttft => "TTFT",
+            BandMetric::Tpot => "TPOT",
+            BandMetric::Throughput => "throughput",
+        }
+    }
+}
+
+/// Share of held-out measurements a printed band is to cover.
+pub const COVERAGE: f64 = 0.8;
+
+/// The validated error of one engine profile on one GPU class, for one serving metric.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ErrorBand {
     /// The engine profile (`engine.preset`), or `legacy`.
     pub profile: String,
-    /// The GPU the rows were measured on.
+    /// The metric.
+    pub metric: BandMetric,
+    /// The GPU the rows were measured on (the scenario's, or the nearest validated one).
     pub gpu: String,
-    /// Whether that is the scenario's GPU (false: no measurement on it; the band is from another GPU).
+    /// Whether that is the scenario's GPU (false: no serving measurement on it; the band is the nearest class's).
     pub same_gpu: bool,
+    /// When not the same GPU: how far the scenario's GPU is from the one measured
+    /// (ratios of memory bandwidth and BF16 peak), in words.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub distance: String,
     /// Held-out rows counted (0: nothing validates this profile).
     pub n: usize,
+    /// The band printed: the |error| that 80% of the held-out rows stay within.
+    pub band: f64,
     /// Median |predicted − measured| / measured over them.
     pub median_abs: f64,
     /// Largest |predicted − measured| / measured over them.
     pub worst_abs: f64,
     /// Median signed error (negative: servesim predicts too little).
     pub bias: f64,
+    /// Share of the rows inside the band computed without their own model's
+    /// rows (leave one model page out): how well the band covers what it did not see.
+    pub coverage: f64,
     /// Where the rows come from.
     pub source: String,
 }
@@ -68,92 +117,196 @@ impl ErrorBand {
                 self.source
             );
         }
+        let place = if self.same_gpu {
+            format!("on {}", self.gpu)
+        } else {
+            format!("NOT validated on this GPU; nearest validated class {} ({})", self.gpu, self.distance)
+        };
         format!(
-            "model error ({} profile{}): median ±{:.0}%, worst ±{:.0}%, bias {:+.0}% over {} held-out measurements ({})",
+            "model error ({} profile, {}, {place}): ±{:.0}% covers {:.0}% of {} held-out measurements (median ±{:.0}%, worst ±{:.0}%, bias {:+.0}%; {:.0}% covered leaving each model out) ({})",
             self.profile,
-            if self.same_gpu {
-                format!(" on {}", self.gpu)
-            } else {
-                format!(", NOT validated on this GPU; on {}", self.gpu)
-            },
+            self.metric.name(),
+            self.band * 100.0,
+            COVERAGE * 100.0,
+            self.n,
             self.median_abs * 100.0,
             self.worst_abs * 100.0,
             self.bias * 100.0,
-            self.n,
+            self.coverage * 100.0,
             self.source
         )
     }
 }
 
-/// Which snapshot rows validate a profile: (data set, row filter, GPU of a row).
-/// A data set's key, which of its rows count, and the GPU a row was measured on.
-type RowSource = (&'static str, fn(&Row) -> bool, fn(&Row) -> &'static str);
-
-fn rows_of(profile: &str) -> Vec<RowSource> {
-    fn a100(_: &Row) -> &'static str {
-        "a100-80gb"
-    }
-    fn any(_: &Row) -> bool {
-        true
-    }
-    fn trt_gpu(r: &Row) -> &'static str {
-        if r.id.contains("L40S") { "l40s" } else { "a100-80gb" }
-    }
+/// The engine label of a profile in the serving data sets' metric names.
+fn engine_label(profile: &str) -> Option<&'static str> {
     match profile {
-        "vllm-v1" => vec![("gpustack-serve", |r| r.metric.starts_with("vLLM "), a100)],
-        "sglang" => vec![("gpustack-serve", |r| r.metric.starts_with("SGLang "), a100)],
-        "trtllm" => {
-            vec![("gpustack-serve", |r| r.metric.starts_with("TRT-LLM "), a100), ("trtllm-offline", any, trt_gpu)]
-        }
-        "vllm-v0" => vec![("splitwise", any, a100)],
-        "sarathi" => vec![("sarathi", any, |_| "a100-80gb-pcie")],
-        _ => Vec::new(),
+        "vllm-v1" => Some("vLLM"),
+        "sglang" => Some("SGLang"),
+        "trtllm" => Some("TRT-LLM"),
+        _ => None,
     }
 }
 
-/// The validated error band of `profile` (None: the legacy cost model) on
-/// the GPU `gpu` (a catalogue key), from the committed snapshot: the
-/// held-out rows of that profile on that GPU, or else on every GPU it was
-/// measured on (flagged as not this GPU).
-pub fn band(profile: Option<&str>, gpu: &str) -> ErrorBand {
-    let name = profile.unwrap_or("legacy").to_string();
-    let snap = expected();
-    let mut here = Vec::new();
-    let mut all = Vec::new();
-    let mut sources = Vec::new();
-    let mut gpus: Vec<&str> = Vec::new();
-    for (set, keep, gpu_of) in rows_of(&name) {
-        let Some(s) = snap.iter().find(|s| s.key == set) else { continue };
-        for r in s.rows.iter().filter(|r| r.excluded.is_none() && !r.fitted && keep(r) && r.predicted.is_finite()) {
-            all.push(r.error());
-            if !gpus.contains(&gpu_of(r)) {
-                gpus.push(gpu_of(r));
-            }
-            if gpu_of(r) == gpu {
-                here.push(r.error());
-            }
-        }
-        sources.push(set);
+/// The `q`-quantile of |errors| (nearest rank, rounding up).
+fn quantile_abs(errors: &[f64], q: f64) -> f64 {
+    let mut a: Vec<f64> = errors.iter().map(|e| e.abs()).collect();
+    a.sort_by(f64::total_cmp);
+    if a.is_empty() {
+        return f64::NAN;
     }
-    let same_gpu = !here.is_empty();
-    let errors = if same_gpu { here } else { all };
-    let st = Stats::of(&errors);
-    let source = if sources.is_empty() {
-        match profile {
-            None => "the legacy cost model has no validation data: name an engine preset".into(),
-            Some(p) => format!("no shipped data set measures the `{p}` profile"),
+    let k = ((q * a.len() as f64).ceil() as usize).clamp(1, a.len());
+    a[k - 1]
+}
+
+/// The model page of a serving row id (`qwen3-14b #3 SGLang SG1000` → `qwen3-14b`).
+fn page(id: &str) -> &str {
+    id.split(" #").next().unwrap_or(id).trim_end_matches("-latency")
+}
+
+/// (lab GPU, errors with their model page) of the held-out serving rows of `profile` for `metric`.
+fn serving_rows(snap: &[SnapshotSet], profile: &str, metric: BandMetric) -> Vec<(&'static str, Vec<(String, f64)>)> {
+    let Some(label) = engine_label(profile) else { return Vec::new() };
+    let name = format!("{label} {}", metric.suffix());
+    super::gpustack::LABS
+        .iter()
+        .map(|lab| {
+            let rows = snap
+                .iter()
+                .find(|s| s.key == lab.key)
+                .map(|s| {
+                    s.rows
+                        .iter()
+                        .filter(|r| r.excluded.is_none() && !r.fitted && r.metric == name && r.predicted.is_finite())
+                        .map(|r| (page(&r.id).to_string(), r.error()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            (lab.gpu, rows)
+        })
+        .filter(|(_, rows): &(_, Vec<_>)| !rows.is_empty())
+        .collect()
+}
+
+/// How far GPU `a` is from GPU `b`: |ln| of the bandwidth ratio plus |ln| of the BF16 peak ratio.
+fn gpu_distance(catalog: Option<&crate::Catalog>, a: &str, b: &str) -> (f64, String) {
+    let spec = |k: &str| catalog.and_then(|c| c.gpu(k)).map(|e| e.spec.clone());
+    match (spec(a), spec(b)) {
+        (Some(x), Some(y)) => {
+            let bw = x.memory_bandwidth_gbps / y.memory_bandwidth_gbps;
+            let fl = x.bf16_tflops / y.bf16_tflops;
+            (bw.ln().abs() + fl.ln().abs(), format!("{bw:.2}× its memory bandwidth, {fl:.2}× its BF16 peak"))
         }
-    } else {
-        format!("servesim validate: {}", sources.join(", "))
+        _ => (f64::INFINITY, "not in the catalogue".into()),
+    }
+}
+
+/// The validated serving error band of `profile` (None: the legacy cost
+/// model) on the GPU `gpu` (a catalogue key) for `metric`, from the
+/// committed snapshot: the held-out GPUStack rows of that profile on that
+/// GPU, or else on the measured GPU nearest to it (flagged, with how far it is).
+pub fn band(profile: Option<&str>, gpu: &str, metric: BandMetric, catalog: Option<&crate::Catalog>) -> ErrorBand {
+    band_in(&expected(), profile, gpu, metric, catalog)
+}
+
+/// [`band`] from the snapshot `snap` instead of the committed one.
+pub fn band_in(
+    snap: &[SnapshotSet],
+    profile: Option<&str>,
+    gpu: &str,
+    metric: BandMetric,
+    catalog: Option<&crate::Catalog>,
+) -> ErrorBand {
+    let name = profile.unwrap_or("legacy").to_string();
+    let groups = serving_rows(snap, &name, metric);
+    let chosen = groups.iter().find(|(g, _)| *g == gpu).or_else(|| {
+        groups.iter().min_by(|a, b| gpu_distance(catalog, gpu, a.0).0.total_cmp(&gpu_distance(catalog, gpu, b.0).0))
+    });
+    let Some((measured_on, rows)) = chosen else {
+        return ErrorBand {
+            profile: name,
+            metric,
+            gpu: gpu.to_string(),
+            same_gpu: false,
+            distance: String::new(),
+            n: 0,
+            band: f64::NAN,
+            median_abs: f64::NAN,
+            worst_abs: f64::NAN,
+            bias: f64::NAN,
+            coverage: f64::NAN,
+            source: match profile {
+                None => "the legacy cost model has no validation data: name an engine preset".into(),
+                Some(p) => format!("no shipped serving data set measures the `{p}` profile"),
+            },
+        };
     };
+    let errors: Vec<f64> = rows.iter().map(|r| r.1).collect();
+    let st = Stats::of(&errors);
+    let inside = rows
+        .iter()
+        .filter(|(p, e)| {
+            let others: Vec<f64> = rows.iter().filter(|r| &r.0 != p).map(|r| r.1).collect();
+            !others.is_empty() && e.abs() <= quantile_abs(&others, COVERAGE)
+        })
+        .count();
+    let same_gpu = *measured_on == gpu;
+    let lab = super::gpustack::LABS.iter().find(|l| l.gpu == *measured_on).map_or("", |l| l.key);
     ErrorBand {
         profile: name,
-        gpu: if same_gpu { gpu.to_string() } else { gpus.join(", ") },
+        metric,
+        gpu: measured_on.to_string(),
         same_gpu,
+        distance: if same_gpu { String::new() } else { gpu_distance(catalog, gpu, measured_on).1 },
         n: st.n,
+        band: quantile_abs(&errors, COVERAGE),
         median_abs: st.median_abs,
         worst_abs: st.worst_abs,
         bias: st.bias,
-        source,
+        coverage: inside as f64 / rows.len() as f64,
+        source: format!("servesim validate: {lab}"),
     }
+}
+
+/// Every band a snapshot supports: each serving profile × measured GPU × metric.
+pub fn table(snap: &[SnapshotSet]) -> Vec<ErrorBand> {
+    let mut out = Vec::new();
+    for profile in ["vllm-v1", "sglang", "trtllm"] {
+        for lab in super::gpustack::LABS {
+            for m in BandMetric::ALL {
+                let b = band_in(snap, Some(profile), lab.gpu, m, None);
+                if b.same_gpu && b.n > 0 {
+                    out.push(b);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The bands as a table: engine × GPU × metric, with their coverage.
+pub fn format_table(bands: &[ErrorBand]) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{:<8} {:<10} {:<10} {:>4} {:>9} {:>9} {:>8} {:>7} {:>9}",
+        "profile", "GPU", "metric", "n", "median|e|", "worst|e|", "bias", "band", "coverage"
+    );
+    for b in bands {
+        let _ = writeln!(
+            o,
+            "{:<8} {:<10} {:<10} {:>4} {:>8.1}% {:>8.1}% {:>+7.1}% {:>6.0}% {:>8.0}%",
+            b.profile,
+            b.gpu,
+            b.metric.name(),
+            b.n,
+            b.median_abs * 100.0,
+            b.worst_abs * 100.0,
+            b.bias * 100.0,
+            b.band * 100.0,
+            b.coverage * 100.0
+        );
+    }
+    o
 }

@@ -15,15 +15,16 @@
 
 pub mod band;
 mod csv;
+pub mod gpustack;
 mod kernels;
 mod memory;
 pub mod power;
 mod serving;
 mod steps;
 
-pub use band::{ErrorBand, band, snapshot};
+pub use band::{BandMetric, ErrorBand, band, snapshot};
 pub use csv::Table;
-pub use serving::{gpustack_blocks, gpustack_problem, offline_scenario, simulate, trtllm_bench_settings};
+pub use serving::{offline_scenario, simulate, trtllm_bench_settings};
 pub use steps::{decode_step, prefill_step};
 
 use crate::Catalog;
@@ -171,6 +172,39 @@ impl Dataset {
     }
 }
 
+/// The `--rows` filters of each `calibrate <input>` run in
+/// validation/calibrate.sh (`input` as the script writes it:
+/// `validation:gpustack-serve`, `validation/data/splitwise_perf_model_a100.csv`):
+/// a row that one run's filters all select ([`selects`]) was fitted to by a
+/// shipped engine profile.
+pub fn fitted_filters(input: &str) -> Vec<Vec<&'static str>> {
+    let script = include_str!("../../validation/calibrate.sh");
+    script
+        .split("$bin calibrate ")
+        .skip(1)
+        .filter(|cmd| cmd.split_whitespace().next() == Some(input))
+        .map(|cmd| {
+            // The run's own lines: up to the next command of the script.
+            let cmd = cmd.split("\n$").next().unwrap_or(cmd);
+            // Each `--rows` value, quoted or a single word.
+            cmd.split("--rows ")
+                .skip(1)
+                .filter_map(|t| match t.strip_prefix('"') {
+                    Some(q) => q.split('"').next(),
+                    None => t.split_whitespace().next(),
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Whether row filters select the row `id`: every filter must match, and a
+/// filter matches when the id contains one of its `|`-separated
+/// alternatives (no filters: every row).
+pub fn selects<S: AsRef<str>>(filters: &[S], id: &str) -> bool {
+    filters.iter().all(|f| f.as_ref().split('|').any(|alt| id.contains(alt)))
+}
+
 /// Every data set's key, in the order `validate` runs them.
 pub const DATASETS: &[&str] = &[
     "kernels-gemm",
@@ -184,6 +218,7 @@ pub const DATASETS: &[&str] = &[
     "sarathi",
     "trtllm-offline",
     "gpustack-serve",
+    "gpustack-serve-h100",
 ];
 
 /// Runs the data sets named in `only` (all when empty), in parallel, in the order of [`DATASETS`].
@@ -209,7 +244,7 @@ pub fn run(catalog: &Catalog, only: &[String]) -> crate::Result<Vec<Dataset>> {
             "splitwise-power" => power::splitwise_power(catalog),
             "sarathi" => steps::sarathi(catalog),
             "trtllm-offline" => serving::trtllm(catalog),
-            _ => serving::gpustack(catalog),
+            key => gpustack::dataset(catalog, gpustack::lab(key).expect("a GPUStack lab")),
         })
         .collect();
     out.into_iter().collect()

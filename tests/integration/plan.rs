@@ -104,3 +104,36 @@ fn capacity_warns_when_runs_are_too_short() {
     assert!(c.tail_requests.is_some_and(|t| t >= 10.0), "{:?}", c.tail_requests);
     assert!(!c.limited_by[0].is_empty(), "the failing run's reason is kept");
 }
+
+/// capacity carries the validated model error into its answer: the search
+/// rerun with every step slower by the band finds less, with every step
+/// faster finds more, by about the band (capacity of a step-bound engine
+/// scales with 1 / step time), and the line printed says so.
+#[test]
+fn capacity_carries_the_model_error_band() {
+    let text = include_str!("../../scenarios/quickstart.toml");
+    let catalog = Catalog::builtin().unwrap();
+    let sets = [
+        "num_requests=1500".to_string(),
+        "engine.preset=\"vllm-v1\"".into(),
+        "hardware.gpu=\"a100-80gb\"".into(),
+        "slo.ttft_ms=2000".into(),
+    ];
+    let loaded = load_scenario_str(text, Path::new("quickstart.toml"), &sets).unwrap();
+    let c = capacity(&loaded, &catalog, 2, 0.02).unwrap();
+    let b = c.model_error.band;
+    assert!(c.model_error.same_gpu && b > 0.05 && b < 0.6, "{:?}", c.model_error);
+    let (lo, hi) = c.model_range.expect("a validated band gives a model range");
+    let mean = c.rate.mean;
+    assert!(lo < mean && hi > mean, "range [{lo}, {hi}] around {:?}", c.rate);
+    // About the first search's answer / (1 ± band): a TPOT-bound capacity is
+    // not exactly proportional to 1 / step time (the objective is in
+    // absolute ms), and the front end is not scaled.
+    let first = c.per_replication[0];
+    assert!((lo / (first / (1.0 + b)) - 1.0).abs() < 0.2, "slow {lo} vs {}", first / (1.0 + b));
+    assert!((hi / (first / (1.0 - b)) - 1.0).abs() < 0.2, "fast {hi} vs {}", first / (1.0 - b));
+    assert!(c.model_error.describe().contains("throughput") && c.model_error.describe().contains("covers 80%"));
+    // Without a validated profile there is no range to give.
+    let legacy = load_scenario_str(text, Path::new("quickstart.toml"), &["num_requests=300".into()]).unwrap();
+    assert!(capacity(&legacy, &catalog, 1, 0.1).unwrap().model_range.is_none());
+}

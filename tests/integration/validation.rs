@@ -57,17 +57,55 @@ fn validate_numbers_match_the_snapshot() {
 }
 
 /// The validated error bands that capacity and plan print come from the
-/// snapshot: held-out rows of the profile on the GPU, else on other GPUs.
+/// snapshot's held-out serving rows: per profile, GPU and metric, else from
+/// the nearest measured GPU (flagged, with how far it is); a band covers 80%
+/// of its rows.
 #[test]
 fn error_bands_come_from_held_out_rows() {
-    let b = servesim::validate::band(Some("vllm-v1"), "a100-80gb");
-    assert!(b.same_gpu && b.n >= 30, "{b:?}");
-    assert!(b.median_abs > 0.0 && b.median_abs <= b.worst_abs);
-    let h = servesim::validate::band(Some("vllm-v1"), "h100-sxm");
-    assert!(!h.same_gpu && h.describe().contains("NOT validated on this GPU"));
-    let t = servesim::validate::band(Some("trtllm"), "l40s");
-    assert!(t.same_gpu && t.n > 50, "{t:?}");
-    let legacy = servesim::validate::band(None, "h100-sxm");
+    use servesim::validate::BandMetric::{Throughput, Tpot, Ttft};
+    let catalog = Catalog::builtin().unwrap();
+    let b = servesim::validate::band(Some("vllm-v1"), "a100-80gb", Throughput, Some(&catalog));
+    assert!(b.same_gpu && b.n >= 20, "{b:?}");
+    assert!(b.median_abs > 0.0 && b.median_abs <= b.band && b.band <= b.worst_abs, "{b:?}");
+    let h = servesim::validate::band(Some("sglang"), "h100-sxm", Ttft, Some(&catalog));
+    assert!(h.same_gpu && h.n >= 10, "{h:?}");
+    // H200: no serving rows; the nearest measured class is the H100 (same
+    // compute, 1.43x its bandwidth), named with its distance.
+    let n = servesim::validate::band(Some("vllm-v1"), "h200", Tpot, Some(&catalog));
+    assert!(!n.same_gpu && n.gpu == "h100-sxm", "{n:?}");
+    assert!(n.describe().contains("NOT validated on this GPU") && n.describe().contains("memory bandwidth"));
+    // Each band covers 80% of the rows it was computed from.
+    let snap = servesim::validate::band::expected();
+    let bands = servesim::validate::band::table(&snap);
+    assert!(bands.len() >= 15, "{bands:?}");
+    for band in bands {
+        let lab = servesim::validate::gpustack::LABS.iter().find(|l| l.gpu == band.gpu).unwrap();
+        let label = match band.profile.as_str() {
+            "vllm-v1" => "vLLM",
+            "sglang" => "SGLang",
+            _ => "TRT-LLM",
+        };
+        let metric = match band.metric {
+            Ttft => "TTFT p50 ms",
+            Tpot => "TPOT p50 ms",
+            Throughput => "output tok/s",
+        };
+        let errors: Vec<f64> = snap
+            .iter()
+            .find(|s| s.key == lab.key)
+            .unwrap()
+            .rows
+            .iter()
+            .filter(|r| r.excluded.is_none() && !r.fitted && r.predicted.is_finite())
+            .filter(|r| r.metric == format!("{label} {metric}"))
+            .map(|r| r.error())
+            .collect();
+        assert_eq!(errors.len(), band.n, "{band:?}");
+        let inside = errors.iter().filter(|e| e.abs() <= band.band).count();
+        assert!(inside as f64 >= 0.8 * errors.len() as f64, "{band:?}: {inside} of {} inside", errors.len());
+        assert!((0.0..=1.0).contains(&band.coverage), "{band:?}");
+    }
+    let legacy = servesim::validate::band(None, "h100-sxm", Throughput, Some(&catalog));
     assert_eq!(legacy.n, 0);
     assert!(legacy.describe().contains("not validated"));
 }
