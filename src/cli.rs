@@ -433,6 +433,7 @@ fn dispatch(cli: Cli) -> Result<()> {
                 return Err(ConfigError::new(format!("--tolerance {} must be in (0, 1)", a.tolerance)).into());
             }
             let catalog = open_catalog(a.s.models.as_deref())?;
+            println!("{}", crate::validate::band::engine_line(&loaded.scenario, &catalog));
             let progress = Progress::start("capacity search", None, false);
             let c = crate::plan::capacity(&loaded, &catalog, a.replications, a.tolerance)?;
             drop(progress);
@@ -479,6 +480,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             let (mut loaded, _) = load(&a.s, a.seed)?;
             loaded.min_requests = a.min_requests;
             let catalog = open_catalog(a.s.models.as_deref())?;
+            println!("{}", crate::validate::band::engine_line(&loaded.scenario, &catalog));
             let progress = Progress::start("planning", None, false);
             let p = crate::plan::plan(&loaded, &catalog)?;
             drop(progress);
@@ -658,6 +660,8 @@ fn cmd_run(a: RunArgs) -> Result<()> {
     }
     staging.commit()?;
     if !a.quiet {
+        let catalog = open_catalog(a.s.models.as_deref())?;
+        println!("{}", crate::validate::band::engine_line(&loaded.scenario, &catalog));
         print!("{}", format_summary(&rep.summary));
         if let Some(b) = &base {
             print!("{}", export::format_baseline(&rep.summary, &b.summary));
@@ -724,6 +728,7 @@ fn cmd_sweep(a: SweepArgs) -> Result<()> {
     let manifest = crate::sweep::SweepManifest::read(&dir)?;
     crate::sweep::write_outputs(&dir, &manifest, &points)?;
     if !a.quiet {
+        println!("{}", crate::validate::band::engine_line(&loaded.scenario, &catalog));
         print!("{}", export::format_sweep(&manifest, &points));
         println!("results: {}", dir.display());
     }

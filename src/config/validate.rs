@@ -30,6 +30,11 @@ pub(super) fn non_negative(key: &str, v: f64) -> Check {
     }
 }
 
+/// `v` must lie in (`lo`, `hi`].
+pub(super) fn within(key: &str, v: f64, lo: f64, hi: f64, hint: &str) -> Check {
+    if v > lo && v <= hi { Ok(()) } else { fail(key, format!("must be in ({lo}, {hi}], got {v}"), hint) }
+}
+
 /// The scenario name becomes a folder under `output/` (and `<name>-sweep`,
 /// `<name>-plan`): it must be one plain path component, so that no name can
 /// write outside `output/` or into `output/` itself.
@@ -296,13 +301,13 @@ impl Scenario {
         non_negative("cost.per_seq_overhead_ms", c.per_seq_overhead_ms)?;
         non_negative("cost.custom_allreduce_max_kb", c.custom_allreduce_max_kb)?;
         non_negative("cost.eager_launch_us_per_layer", c.eager_launch_us_per_layer)?;
-        if !(c.step_time_scale > 0.0 && c.step_time_scale <= 10.0) {
-            return fail(
-                "cost.step_time_scale",
-                format!("must be in (0, 10], got {}", c.step_time_scale),
-                "1 keeps the modelled step time; 1.2 makes every step 20% slower",
-            );
-        }
+        within(
+            "cost.step_time_scale",
+            c.step_time_scale,
+            0.0,
+            10.0,
+            "1 keeps the modelled step time; 1.2 makes every step 20% slower",
+        )?;
         for (k, v) in [("cost.cpu_overlap", c.cpu_overlap), ("cost.comm_overlap", c.comm_overlap)] {
             if !(0.0..=1.0).contains(&v) {
                 return fail(
@@ -317,9 +322,7 @@ impl Scenario {
             ("cost.attention_efficiency_scale", c.attention_efficiency_scale),
             ("cost.moe_efficiency_scale", c.moe_efficiency_scale),
         ] {
-            if !(v > 0.0 && v <= 2.0) {
-                return fail(k, format!("must be in (0, 2], got {v}"), "1 keeps the GPU's measured kernel efficiency");
-            }
+            within(k, v, 0.0, 2.0, "1 keeps the GPU's measured kernel efficiency")?;
         }
         for (k, v) in [
             ("cost.compute_efficiency", c.compute_efficiency),

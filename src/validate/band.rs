@@ -310,3 +310,36 @@ pub fn format_table(bands: &[ErrorBand]) -> String {
     }
     o
 }
+
+/// The line every `run`, `sweep`, `capacity` and `plan` prints first: which
+/// engine profile (and version) and cost model the scenario runs, and the
+/// validated serving error that applies to its GPU class, or that none does.
+pub fn engine_line(scenario: &crate::config::Scenario, catalog: &crate::Catalog) -> String {
+    let gpu = catalog.gpu(&scenario.hardware.gpu).map_or(scenario.hardware.gpu.clone(), |e| e.key.clone());
+    let model = format!("{:?}", scenario.cost.model).to_lowercase();
+    let Some(preset) = scenario.engine.preset.as_deref() else {
+        return format!(
+            "Engine: no preset, so servesim's legacy engine and the {model} cost model: NOT validated against any \
+             measurement (the most optimistic profile); name one, e.g. engine.preset = \"vllm-v1\""
+        );
+    };
+    let what =
+        catalog.engine(preset).map_or(preset.to_string(), |e| format!("{preset} ({} {})", e.spec.name, e.spec.version));
+    let bands: Vec<ErrorBand> = BandMetric::ALL.iter().map(|&m| band(Some(preset), &gpu, m, Some(catalog))).collect();
+    let Some(first) = bands.iter().find(|b| b.n > 0) else {
+        return format!(
+            "Engine: {what}, {model} cost model; no serving measurement validates this profile (docs/fidelity.md)"
+        );
+    };
+    let list: Vec<String> =
+        bands.iter().filter(|b| b.n > 0).map(|b| format!("{} ±{:.0}%", b.metric.name(), b.band * 100.0)).collect();
+    let place = if first.same_gpu {
+        format!("validated on {gpu}")
+    } else {
+        format!("NOT validated on {gpu}; nearest validated class {} ({})", first.gpu, first.distance)
+    };
+    format!(
+        "Engine: {what}, {model} cost model; {place}: {} (80% of held-out serving runs; docs/fidelity.md)",
+        list.join(", ")
+    )
+}

@@ -286,3 +286,25 @@ fn calibrate_reads_an_offline_table() {
     assert!(problem.skipped[0].contains("no-such-model"));
     assert!(problem.sims[0].text.contains("max_num_seqs"), "trtllm-bench's heuristic sets the batch limits");
 }
+
+/// Every run, sweep, capacity and plan names its engine profile, version and
+/// cost model and the validated error that applies, or says that none does.
+#[test]
+fn the_engine_line_names_the_profile_and_its_validation() {
+    let catalog = Catalog::builtin().unwrap();
+    let line_of = |text: &str, sets: &[&str]| {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let loaded = load_scenario_str(text, Path::new("s.toml"), &sets).unwrap();
+        servesim::validate::band::engine_line(&loaded.scenario, &catalog)
+    };
+    let line = |sets: &[&str]| line_of(SCENARIO, sets);
+    let legacy = line_of(&SCENARIO.replace("preset = \"vllm-v1\"", ""), &[]);
+    assert!(legacy.contains("NOT validated"), "{legacy}");
+    let a100 = line(&["hardware.gpu=\"a100-80gb\""]);
+    assert!(a100.contains("vllm-v1 (vLLM V1 0.11.0), kernel cost model; validated on a100-80gb"), "{a100}");
+    assert!(a100.contains("throughput ±"), "{a100}");
+    let h200 = line(&["hardware.gpu=\"h200\"", "engine.preset=\"sglang\""]);
+    assert!(h200.contains("NOT validated on h200; nearest validated class h100-sxm"), "{h200}");
+    let v0 = line(&["engine.preset=\"vllm-v0\""]);
+    assert!(v0.contains("no serving measurement validates this profile"), "{v0}");
+}
