@@ -161,6 +161,9 @@ struct CalibrateArgs {
     /// Folder with llm/, gpu/ and engine/ TOML files read on top of the built-in catalogue.
     #[arg(long, value_name = "DIR")]
     models: Option<PathBuf>,
+    /// Write the profile even when the fit leaves a parameter weakly determined.
+    #[arg(long)]
+    force: bool,
 }
 
 #[derive(Debug, Args)]
@@ -849,15 +852,26 @@ fn cmd_calibrate(a: CalibrateArgs) -> Result<()> {
         rows: a.rows.clone(),
         name: a.name.clone(),
     };
+    let progress = Progress::start("calibrating", None, false);
     let (calibration, profile) = crate::calibrate::run(&opts, &catalog)?;
+    drop(progress);
     print!("{}", crate::calibrate::format_run(&calibration));
     let dir = a.out.clone().unwrap_or_else(|| Path::new("output").join(format!("calibrate-{}", calibration.profile)));
     let engine_dir = dir.join("engine");
     crate::export::create_out_dir(&engine_dir)?;
+    write_json(&dir.join("calibration.json"), &calibration)?;
+    if !calibration.warnings.is_empty() && !a.force {
+        println!("results: {}", dir.join("calibration.json").display());
+        return Err(ConfigError::new(format!(
+            "the profile was not written: the data leave {} weakly determined (see the warnings above)",
+            calibration.warnings.iter().map(|w| w.split('`').nth(1).unwrap_or(w)).collect::<Vec<_>>().join(", ")
+        ))
+        .hint("fit fewer keys (--fit), add measurements that depend on them, or write it anyway with --force")
+        .into());
+    }
     let file = dir.join("engine").join(format!("{}.toml", calibration.profile));
     let text = crate::calibrate::profile_toml(&profile, &calibration);
     write_atomic(&file, |w| w.write_all(text.as_bytes()))?;
-    write_json(&dir.join("calibration.json"), &calibration)?;
     println!(
         "profile: {}  (use it with --models {} and engine.preset = \"{}\")",
         file.display(),

@@ -232,6 +232,31 @@ impl Problem {
         Ok(out)
     }
 
+    /// Moves the points of simulations servesim refuses to set up (a model
+    /// that does not fit its GPUs, a context the engine rejects) to
+    /// `skipped`, each with its reason, so that one infeasible row does not
+    /// stop the fit.
+    pub fn skip_infeasible(&mut self, catalog: &Catalog) {
+        let cat = std::sync::Arc::new(catalog.clone());
+        let refused: Vec<Option<String>> = self
+            .sims
+            .par_iter()
+            .map(|sim| {
+                crate::config::load_scenario_str_with(&sim.text, std::path::Path::new(&sim.name), &[], &cat)
+                    .map_err(crate::Error::from)
+                    .and_then(|l| crate::resolve(&l.scenario, catalog).map(|_| ()).map_err(crate::Error::from))
+                    .err()
+                    .map(|e| e.to_string().lines().next().unwrap_or("").to_string())
+            })
+            .collect();
+        for (i, why) in refused.iter().enumerate() {
+            if let Some(why) = why {
+                self.skipped.push(format!("{}: servesim refuses the set-up: {why}", self.sims[i].name));
+            }
+        }
+        self.points.retain(|p| !matches!(p.how, How::Sim { sim, .. } if refused[sim].is_some()));
+    }
+
     /// ln(predicted / measured) of the points `idx`.
     fn residuals(
         &self,
@@ -697,7 +722,8 @@ fn initial_value(profile: Option<&crate::catalog::EngineProfile>, key: &str) -> 
 /// Runs a calibration: reads the measurements, fits, computes the held-out
 /// error, and returns the calibration report with the profile to write.
 pub fn run(opts: &Options, catalog: &Catalog) -> crate::Result<(CalibrationReport, crate::catalog::EngineProfile)> {
-    let (problem, preset, default_keys) = problem_of(opts, catalog)?;
+    let (mut problem, preset, default_keys) = problem_of(opts, catalog)?;
+    problem.skip_infeasible(catalog);
     let base = catalog.engine(&preset).ok_or_else(|| {
         ConfigError::new(format!("no engine profile `{preset}`"))
             .hint(format!("use one of: {}", catalog.engines.keys().cloned().collect::<Vec<_>>().join(", ")))

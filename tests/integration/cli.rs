@@ -371,3 +371,66 @@ fn calibrate_writes_a_profile_and_rejects_bad_input() {
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o).1);
 }
+
+/// A fit that leaves a parameter weakly determined writes its report but not
+/// the profile (exit 2, naming the key and the fix), unless --force.
+#[test]
+fn calibrate_refuses_to_write_an_undetermined_profile_unless_forced() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cal");
+    let args = |force: bool| {
+        let mut v = vec![
+            "calibrate",
+            "validation:gpustack-serve-h100",
+            "--rows",
+            "TensorRT-LLM",
+            "--rows",
+            "qwen3-32b #",
+            "--fit",
+            "gemm_efficiency_scale,engine.preprocess_ms",
+            "--folds",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        if force {
+            v.push("--force");
+        }
+        servesim(&v)
+    };
+    let o = args(false);
+    let (_, se) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{se}");
+    assert!(se.contains("engine.preprocess_ms weakly determined") && se.contains("--force"), "{se}");
+    assert!(out.join("calibration.json").is_file());
+    assert!(!out.join("engine/trtllm-calibrated.toml").exists());
+    let o = args(true);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o).1);
+    assert!(out.join("engine/trtllm-calibrated.toml").is_file());
+}
+
+/// A row servesim cannot set up (here vLLM would refuse Qwen3-32B's context
+/// on one H100) is skipped with its reason; the fit goes on with the rest.
+#[test]
+fn calibrate_skips_an_infeasible_row_and_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cal");
+    let o = servesim(&[
+        "calibrate",
+        "validation:gpustack-serve-h100",
+        "--rows",
+        "vLLM",
+        "--rows",
+        "qwen3-32b #1 |qwen3-14b #1 ",
+        "--fit",
+        "gemm_efficiency_scale",
+        "--folds",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let (so, se) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{se}");
+    assert!(so.contains("skipped: qwen3-32b #1 vLLM SG1000: servesim refuses the set-up"), "{so}");
+    assert!(so.contains("over 3 points"), "{so}");
+}
