@@ -271,7 +271,12 @@ pub fn splitwise(
                 );
                 let cat = std::sync::Arc::new(catalog.clone());
                 let loaded = crate::config::load_scenario_str_with(&text, Path::new("splitwise.toml"), &[], &cat)?;
-                let (spec, capacity) = setup_of(&loaded.scenario, catalog)?;
+                let (mut spec, capacity) = setup_of(&loaded.scenario, catalog)?;
+                if let Some(user) = scenario {
+                    // The scenario's own [cost] keys (and --set ones) apply to
+                    // every step, as they do to the scenario's runs.
+                    spec.cost = setup_of(&user.scenario, catalog)?.0.cost;
+                }
                 setup_specs.push(spec);
                 setups.push((model.clone(), hw.clone(), *tp, capacity));
                 setups.len() - 1

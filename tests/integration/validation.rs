@@ -308,3 +308,30 @@ fn the_engine_line_names_the_profile_and_its_validation() {
     let v0 = line(&["engine.preset=\"vllm-v0\""]);
     assert!(v0.contains("no serving measurement validates this profile"), "{v0}");
 }
+
+/// A Splitwise profile read with --scenario takes the scenario's [cost]
+/// keys (and --set ones): they were silently ignored.
+#[test]
+fn splitwise_input_honours_the_scenarios_cost_keys() {
+    let catalog = Catalog::builtin().unwrap();
+    let text = std::fs::read_to_string("validation/data/splitwise_perf_model_a100.csv").unwrap();
+    let scenario = |extra: &str| {
+        let t = format!(
+            "num_requests = 1\n[model]\nname = \"llama-2-70b\"\n[hardware]\ngpu = \"a100-80gb\"\ntp = 8\n[engine]\n\
+             preset = \"vllm-v0-eager\"\n[cost]\n{extra}\n[workload]\nrate = 1\n\
+             prompt_tokens = {{ dist = \"fixed\", value = 16 }}\noutput_tokens = {{ dist = \"fixed\", value = 16 }}\n"
+        );
+        load_scenario_str(&t, Path::new("sw.toml"), &[]).unwrap()
+    };
+    let predict = |s: &servesim::config::LoadedScenario| {
+        let p = inputs::splitwise(Path::new("splitwise.csv"), &text, &catalog, Some(s), "vllm-v0-eager").unwrap();
+        let idx: Vec<usize> = (0..p.points.len()).collect();
+        p.predict(&catalog, &[], &[], &idx).unwrap()
+    };
+    let base = predict(&scenario(""));
+    let slower = predict(&scenario("step_overhead_ms = 61.84"));
+    // 50 ms more per step (11.84 in the profile), with the CPU not overlapped.
+    for (a, b) in base.iter().zip(&slower) {
+        assert!((b - a - 50.0).abs() < 1e-6, "{a} -> {b}");
+    }
+}
