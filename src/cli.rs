@@ -401,6 +401,15 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Check(a) => {
             let (loaded, setup) = load(&a, None)?;
             print!("{}", format_check(&setup));
+            if let Some(o) = loaded.preset_origins() {
+                println!("from the preset {}: {}", o.preset, o.from_preset.join(", "));
+                let pinned: Vec<String> =
+                    o.pinned.iter().map(|(k, mine, theirs)| format!("{k} = {mine} (preset: {theirs})")).collect();
+                println!(
+                    "set by the scenario over the preset: {}",
+                    if pinned.is_empty() { "none".to_string() } else { pinned.join(", ") }
+                );
+            }
             if baseline_setup(&loaded, &a)?.is_some() {
                 println!("[baseline] is valid too");
             }
@@ -588,7 +597,28 @@ fn load(a: &ScenarioArgs, seed: Option<u64>) -> Result<(LoadedScenario, Setup)> 
         loaded.seed_override = Some(seed);
     }
     let setup = resolve(&loaded.scenario, &catalog).map_err(|e| loaded.locate(e))?;
+    warn_pinned(&loaded);
     Ok((loaded, setup))
+}
+
+/// `--set engine.preset=…` on a scenario that pins engine keys: those keys
+/// stay the scenario's, so the comparison is not of the presets as shipped.
+fn warn_pinned(loaded: &LoadedScenario) {
+    if !loaded.overrides.iter().any(|s| s.trim_start().starts_with("engine.preset")) {
+        return;
+    }
+    let Some(o) = loaded.preset_origins() else { return };
+    if o.pinned.is_empty() {
+        return;
+    }
+    let keys: Vec<String> =
+        o.pinned.iter().map(|(k, mine, theirs)| format!("{k} = {mine} ({} sets {theirs})", o.preset)).collect();
+    eprintln!(
+        "warning: the scenario pins engine keys that --set engine.preset=\"{}\" does not change: {}; remove \
+         them from the scenario (or --set them too) to compare the presets as they ship",
+        o.preset,
+        keys.join(", ")
+    );
 }
 
 fn cmd_explain(a: ExplainArgs) -> Result<()> {
@@ -704,6 +734,7 @@ fn parse_shard(s: &str) -> Result<(usize, usize)> {
 fn cmd_sweep(a: SweepArgs) -> Result<()> {
     let catalog = open_catalog(a.s.models.as_deref())?;
     let mut loaded = load_scenario_with(&a.s.scenario, &a.s.set, &std::sync::Arc::new(catalog.clone()))?;
+    warn_pinned(&loaded);
     if let Some(seed) = a.seed {
         loaded.scenario.seed = seed;
         loaded.seed_override = Some(seed);

@@ -185,10 +185,28 @@ pub fn parse_value(raw: &str) -> toml::Value {
 /// judged against the scenario's `hardware.gpu` (or inline `gpu_spec`),
 /// `hardware.tp` and `model.dtype`.
 pub fn apply_preset(table: &mut toml::Table, catalog: &Catalog) -> Result<(), ConfigError> {
-    let Some(toml::Value::Table(engine)) = table.get("engine") else { return Ok(()) };
-    let Some(toml::Value::String(name)) = engine.get("preset") else { return Ok(()) };
-    let name = name.clone();
-    let engine = engine.clone();
+    let Some((_, mut engine_keys, cost_keys)) = preset_keys_of(table, catalog)? else { return Ok(()) };
+    let chunked = table.get("engine").and_then(|e| e.get("chunked_prefill")).and_then(|v| v.as_bool());
+    if chunked == Some(true) {
+        // The scenario chunks prompts: the profile's unchunked mixing (TensorRT-LLM
+        // batches whole prompts with decodes) gives way, as chunking already mixes.
+        engine_keys.remove("mixed_prefill");
+    }
+    fill(table, "engine", engine_keys);
+    fill(table, "cost", cost_keys);
+    Ok(())
+}
+
+/// The preset named by `engine.preset` of a scenario table, and the
+/// `[engine]` and `[cost]` keys it sets for the table's set-up (None: no
+/// preset). Its rules are judged against the table's `hardware.gpu` (or
+/// inline `gpu_spec`), `hardware.tp` and `model.dtype`.
+fn preset_keys_of(
+    table: &toml::Table,
+    catalog: &Catalog,
+) -> Result<Option<(String, toml::Table, toml::Table)>, ConfigError> {
+    let Some(toml::Value::Table(engine)) = table.get("engine") else { return Ok(None) };
+    let Some(toml::Value::String(name)) = engine.get("preset") else { return Ok(None) };
     let hw = table.get("hardware").and_then(|h| h.as_table());
     let inline: Option<crate::catalog::GpuSpec> =
         hw.and_then(|h| h.get("gpu_spec")).and_then(|g| crate::catalog::GpuSpec::deserialize(g.clone()).ok());
@@ -205,15 +223,47 @@ pub fn apply_preset(table: &mut toml::Table, catalog: &Catalog) -> Result<(), Co
         })
     });
     let ctx = crate::catalog::engine::Context { gpu: gpu.as_ref(), tp, dtype: &dtype, max_model_len };
-    let (mut engine_keys, cost_keys) = preset_keys(&name, catalog, &ctx)?;
-    if engine.get("chunked_prefill").and_then(|v| v.as_bool()) == Some(true) {
-        // The scenario chunks prompts: the profile's unchunked mixing (TensorRT-LLM
-        // batches whole prompts with decodes) gives way, as chunking already mixes.
-        engine_keys.remove("mixed_prefill");
+    let (engine_keys, cost_keys) = preset_keys(name, catalog, &ctx)?;
+    Ok(Some((name.clone(), engine_keys, cost_keys)))
+}
+
+/// Where a scenario's engine settings came from: its preset, or the
+/// scenario itself (the file and `--set`) over the preset.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PresetOrigins {
+    /// The preset.
+    pub preset: String,
+    /// `section.key` the preset set (the scenario left them alone).
+    pub from_preset: Vec<String>,
+    /// `(section.key, the scenario's value, the preset's value)`: keys the
+    /// scenario pins to another value than the preset's.
+    pub pinned: Vec<(String, String, String)>,
+}
+
+impl LoadedScenario {
+    /// Which `[engine]` and `[cost]` keys came from the preset and which the
+    /// scenario pins over it (None without a preset).
+    pub fn preset_origins(&self) -> Option<PresetOrigins> {
+        let mut table: toml::Table = toml::from_str(&self.text).ok()?;
+        for s in &self.overrides {
+            apply_set(&mut table, s).ok()?;
+        }
+        let (preset, engine_keys, cost_keys) = preset_keys_of(&table, &self.catalog).ok()??;
+        let mut o = PresetOrigins { preset, from_preset: Vec::new(), pinned: Vec::new() };
+        for (section, keys) in [("engine", engine_keys), ("cost", cost_keys)] {
+            let own = table.get(section).and_then(|t| t.as_table());
+            for (k, v) in keys {
+                match own.and_then(|t| t.get(&k)) {
+                    None => o.from_preset.push(format!("{section}.{k}")),
+                    Some(mine) if mine != &v => {
+                        o.pinned.push((format!("{section}.{k}"), mine.to_string(), v.to_string()))
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        Some(o)
     }
-    fill(table, "engine", engine_keys);
-    fill(table, "cost", cost_keys);
-    Ok(())
 }
 
 /// The `[engine]` and `[cost]` keys of preset `name` for the set-up `ctx`.

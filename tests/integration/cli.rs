@@ -434,3 +434,28 @@ fn calibrate_skips_an_infeasible_row_and_names_it() {
     assert!(so.contains("skipped: qwen3-32b #1 vLLM SG1000: servesim refuses the set-up"), "{so}");
     assert!(so.contains("over 3 points"), "{so}");
 }
+
+/// `check` says which engine keys came from the preset and which the
+/// scenario pins over it; comparing presets with --set engine.preset on such
+/// a scenario warns that the pinned keys stay.
+#[test]
+fn check_names_preset_keys_and_pinned_ones_warn_on_a_preset_swap() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("pin.toml");
+    std::fs::write(
+        &f,
+        "num_requests = 50\n[model]\nname = \"llama-3.1-8b\"\n[hardware]\ngpu = \"h100-sxm\"\n[engine]\n\
+         preset = \"vllm-v1\"\nmax_num_seqs = 128\n[workload]\nrate = 2\n\
+         prompt_tokens = { dist = \"fixed\", value = 100 }\noutput_tokens = { dist = \"fixed\", value = 10 }\n",
+    )
+    .unwrap();
+    let o = servesim(&["check", f.to_str().unwrap()]);
+    let (so, se) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{se}");
+    assert!(so.contains("from the preset vllm-v1: engine.batching"), "{so}");
+    assert!(so.contains("set by the scenario over the preset: engine.max_num_seqs = 128 (preset: 1024)"), "{so}");
+    assert!(!se.contains("warning"), "{se}");
+    let o = servesim(&["check", f.to_str().unwrap(), "--set", "engine.preset=\"vllm-v0\""]);
+    let (_, se) = text(&o);
+    assert!(se.contains("engine.max_num_seqs = 128 (vllm-v0 sets 256)") && se.contains("as they ship"), "{se}");
+}
