@@ -34,8 +34,11 @@ pub fn snapshot(sets: &[Dataset]) -> Vec<SnapshotSet> {
 }
 
 /// The committed snapshot.
-pub fn expected() -> Vec<SnapshotSet> {
-    serde_json::from_str(include_str!("../../validation/expected.json")).expect("validation/expected.json parses")
+pub fn expected() -> &'static [SnapshotSet] {
+    static SNAPSHOT: std::sync::OnceLock<Vec<SnapshotSet>> = std::sync::OnceLock::new();
+    SNAPSHOT.get_or_init(|| {
+        serde_json::from_str(include_str!("../../validation/expected.json")).expect("validation/expected.json parses")
+    })
 }
 
 /// The serving quantity a band is for.
@@ -206,7 +209,7 @@ fn gpu_distance(catalog: Option<&crate::Catalog>, a: &str, b: &str) -> (f64, Str
 /// committed snapshot: the held-out GPUStack rows of that profile on that
 /// GPU, or else on the measured GPU nearest to it (flagged, with how far it is).
 pub fn band(profile: Option<&str>, gpu: &str, metric: BandMetric, catalog: Option<&crate::Catalog>) -> ErrorBand {
-    band_in(&expected(), profile, gpu, metric, catalog)
+    band_in(expected(), profile, gpu, metric, catalog)
 }
 
 /// [`band`] from the snapshot `snap` instead of the committed one.

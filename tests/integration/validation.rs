@@ -24,9 +24,9 @@ fn validate_numbers_match_the_snapshot() {
     let now = servesim::validate::snapshot(&sets);
     let expected = servesim::validate::band::expected();
     let keys = |s: &[servesim::validate::band::SnapshotSet]| s.iter().map(|d| d.key.clone()).collect::<Vec<_>>();
-    assert_eq!(keys(&now), keys(&expected), "data sets differ from validation/expected.json");
+    assert_eq!(keys(&now), keys(expected), "data sets differ from validation/expected.json");
     let fix = "if the change is deliberate: servesim validate --snapshot validation/expected.json";
-    for (n, e) in now.iter().zip(&expected) {
+    for (n, e) in now.iter().zip(expected) {
         assert_eq!(n.stats.len(), e.stats.len(), "{}: metrics changed ({fix})", n.key);
         for ((m1, f1, s1), (m2, f2, s2)) in n.stats.iter().zip(&e.stats) {
             assert_eq!((m1, f1, s1.n), (m2, f2, s2.n), "{}: rows counted changed ({fix})", n.key);
@@ -76,7 +76,7 @@ fn error_bands_come_from_held_out_rows() {
     assert!(n.describe().contains("NOT validated on this GPU") && n.describe().contains("memory bandwidth"));
     // Each band covers 80% of the rows it was computed from.
     let snap = servesim::validate::band::expected();
-    let bands = servesim::validate::band::table(&snap);
+    let bands = servesim::validate::band::table(snap);
     assert!(bands.len() >= 15, "{bands:?}");
     for band in bands {
         let lab = servesim::validate::gpustack::LABS.iter().find(|l| l.gpu == band.gpu).unwrap();
