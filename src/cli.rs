@@ -601,24 +601,11 @@ fn load(a: &ScenarioArgs, seed: Option<u64>) -> Result<(LoadedScenario, Setup)> 
     Ok((loaded, setup))
 }
 
-/// `--set engine.preset=…` on a scenario that pins engine keys: those keys
-/// stay the scenario's, so the comparison is not of the presets as shipped.
+/// Warns when `--set engine.preset=…` leaves engine keys pinned by the scenario.
 fn warn_pinned(loaded: &LoadedScenario) {
-    if !loaded.overrides.iter().any(|s| s.trim_start().starts_with("engine.preset")) {
-        return;
+    if let Some(w) = loaded.pinned_warning() {
+        eprintln!("warning: {w}");
     }
-    let Some(o) = loaded.preset_origins() else { return };
-    if o.pinned.is_empty() {
-        return;
-    }
-    let keys: Vec<String> =
-        o.pinned.iter().map(|(k, mine, theirs)| format!("{k} = {mine} ({} sets {theirs})", o.preset)).collect();
-    eprintln!(
-        "warning: the scenario pins engine keys that --set engine.preset=\"{}\" does not change: {}; remove \
-         them from the scenario (or --set them too) to compare the presets as they ship",
-        o.preset,
-        keys.join(", ")
-    );
 }
 
 fn cmd_explain(a: ExplainArgs) -> Result<()> {

@@ -264,6 +264,24 @@ impl LoadedScenario {
         }
         Some(o)
     }
+
+    /// With `--set engine.preset=…` on a scenario that pins engine keys: a
+    /// warning naming them (they stay the scenario's, so the comparison is
+    /// not of the presets as they ship).
+    pub fn pinned_warning(&self) -> Option<String> {
+        if !self.overrides.iter().any(|s| s.trim_start().starts_with("engine.preset")) {
+            return None;
+        }
+        let o = self.preset_origins().filter(|o| !o.pinned.is_empty())?;
+        let keys: Vec<String> =
+            o.pinned.iter().map(|(k, mine, theirs)| format!("{k} = {mine} ({} sets {theirs})", o.preset)).collect();
+        Some(format!(
+            "the scenario pins engine keys that --set engine.preset=\"{}\" does not change: {}; remove them from \
+             the scenario (or --set them too) to compare the presets as they ship",
+            o.preset,
+            keys.join(", ")
+        ))
+    }
 }
 
 /// The `[engine]` and `[cost]` keys of preset `name` for the set-up `ctx`.
