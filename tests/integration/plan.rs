@@ -137,3 +137,25 @@ fn capacity_carries_the_model_error_band() {
     let legacy = load_scenario_str(text, Path::new("quickstart.toml"), &["num_requests=300".into()]).unwrap();
     assert!(capacity(&legacy, &catalog, 1, 0.1).unwrap().model_range.is_none());
 }
+
+/// plan carries the validated model error into its answer: the winner rerun
+/// with every step slower by its throughput band needs at least as many
+/// replicas, and the explanation says how many.
+#[test]
+fn plan_carries_the_model_error_band() {
+    let text = format!("{}\n[plan]\nrate = 8\nmax_replicas = 8\n", include_str!("../../scenarios/quickstart.toml"));
+    let sets = [
+        "num_requests=1500".to_string(),
+        "engine.preset=\"vllm-v1\"".into(),
+        "hardware.gpu=\"a100-80gb\"".into(),
+        "slo.ttft_ms=2000".into(),
+    ];
+    let loaded = load_scenario_str(&text, Path::new("quickstart.toml"), &sets).unwrap();
+    let p = plan(&loaded, &Catalog::builtin().unwrap()).unwrap();
+    let w = p.candidates.iter().find(|c| c.replicas.is_some()).expect("a winner");
+    let n = w.replicas.unwrap();
+    let k = p.model_error_replicas.expect("a validated band gives a pessimistic size");
+    assert!(k >= n && k <= 2 * n, "{k} replicas with the band against {n}");
+    let text = servesim::plan::format_plan(&p, "quickstart", false);
+    assert!(text.contains("slower (that error)"), "{text}");
+}

@@ -20,6 +20,9 @@ use crate::{Catalog, resolve, run_lean};
 use rayon::prelude::*;
 use serde::Serialize;
 
+mod model_error;
+use model_error::{model_range, pessimistic_replicas};
+
 /// How a run fares against the SLOs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Verdict {
@@ -348,33 +351,6 @@ pub fn capacity(loaded: &LoadedScenario, catalog: &Catalog, replications: u32, t
     })
 }
 
-/// The capacity with every step `band` slower and `band` faster (the
-/// validated model error carried into the answer): one search each, on the
-/// first replication's arrivals. None when no band is validated.
-fn model_range(
-    loaded: &LoadedScenario,
-    catalog: &Catalog,
-    knob: &LoadKnob,
-    slo: &SloConfig,
-    tol: f64,
-    band: f64,
-) -> Result<Option<(f64, f64)>> {
-    if !band.is_finite() || band <= 0.0 {
-        return Ok(None);
-    }
-    let seed = point_seed(loaded.scenario.seed, 0, 0);
-    let search = |scale: f64| -> Result<f64> {
-        bisect_up(knob.start, tol, |rate| {
-            let mut over = knob.set(rate);
-            over.push(("cost.step_time_scale".into(), toml::Value::Float(scale)));
-            Ok(judge(&simulate(loaded, catalog, &over, seed)?, slo).meets)
-        })
-    };
-    // A step can be at most 1/(1 - 0.95) times faster than modelled here.
-    let (slow, fast) = rayon::join(|| search(1.0 + band), || search((1.0 - band).max(0.05)));
-    Ok(Some((slow?, fast?)))
-}
-
 /// Measured requests beyond the judged percentile (completed ones × (1 −
 /// p/100)); NaN when the objectives are an attainment.
 pub fn tail_requests(s: &Summary, slo: &SloConfig) -> f64 {
@@ -505,6 +481,10 @@ pub struct Plan {
     pub fleet_choices: Vec<FleetChoice>,
     /// What the winner needs to hold the SLOs through a replica failure.
     pub failure_headroom: Option<FailureHeadroom>,
+    /// The winner rerun with every step slower by its validated throughput
+    /// error (`cost.step_time_scale` = 1 + band): how many replicas it then
+    /// needs (None: no validated band, or more than twice the winner's).
+    pub model_error_replicas: Option<u32>,
 }
 
 fn axes(s: &Scenario) -> Vec<(String, Vec<toml::Value>)> {
@@ -676,14 +656,24 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
         )
     });
     let winner = candidates.iter().find(|c| c.replicas.is_some() && c.verdict.is_some());
-    let (fleet_choices, failure_headroom) = match winner {
+    let ((fleet_choices, failure_headroom), model_error_replicas) = match winner {
         Some(w) => {
             let runs = WinnerRuns { loaded, catalog, over: &w.overrides, slo: &slo, seed };
-            rayon::join(|| fleet_choices(&runs, w), || failure_headroom(&runs, w))
+            rayon::join(
+                || rayon::join(|| fleet_choices(&runs, w), || failure_headroom(&runs, w)),
+                || pessimistic_replicas(&runs, w),
+            )
         }
-        None => (Ok(Vec::new()), Ok(None)),
+        None => ((Ok(Vec::new()), Ok(None)), Ok(None)),
     };
-    Ok(Plan { rate, candidates, precision_warning, fleet_choices: fleet_choices?, failure_headroom: failure_headroom? })
+    Ok(Plan {
+        rate,
+        candidates,
+        precision_warning,
+        fleet_choices: fleet_choices?,
+        failure_headroom: failure_headroom?,
+        model_error_replicas: model_error_replicas?,
+    })
 }
 
 /// The `[fleet]` overrides that make a fleet static (its failures kept).
@@ -968,6 +958,22 @@ pub fn format_plan(p: &Plan, scenario: &str, details: bool) -> String {
          model's uncertainty.",
         w.model_error.describe()
     ));
+    if w.model_error.band.is_finite() && w.model_error.band > 0.0 {
+        o += &wrap(&match p.model_error_replicas {
+            Some(k) if Some(k) == w.replicas => format!(
+                "With every step {:.0}% slower (that error), it still meets the SLOs.",
+                w.model_error.band * 100.0
+            ),
+            Some(k) => format!(
+                "With every step {:.0}% slower (that error), it needs {k} replicas.",
+                w.model_error.band * 100.0
+            ),
+            None => format!(
+                "With every step {:.0}% slower (that error), even twice its replicas miss the SLOs.",
+                w.model_error.band * 100.0
+            ),
+        });
+    }
     o += &wrap(&match &w.one_fewer {
         Some(f) => format!("With one replica fewer it fails: {}.", f.reason),
         None => "It is already the smallest deployment of this configuration.".to_string(),
