@@ -94,15 +94,18 @@ fn activation_bytes(llm: &LlmSpec, s: &Scenario) -> f64 {
 /// (vLLM's `Fp8Config` and compressed-tensors, ModelOpt, AWQ).
 pub fn weight_bytes_per_gpu(llm: &LlmSpec, layout: &Layout, bytes_per_weight: f64) -> f64 {
     let tp = layout.tp.max(1) as f64;
+    let eb = llm.expert_bytes_per_weight(bytes_per_weight);
     // Bytes the 16-bit embedding and LM head add beyond `bytes_per_weight` each.
     let edge_extra =
         |edge_params: f64| if bytes_per_weight < 2.0 { edge_params * (2.0 - bytes_per_weight) } else { 0.0 };
     if layout.pp <= 1 && !(layout.expert_parallel && llm.is_moe()) {
         // Everything on one stage, everything sliced: the whole model / tp.
+        // Routed experts stored in their own format (gpt-oss MXFP4) save this much.
+        let experts_apart = llm.routed_expert_params() * (bytes_per_weight - eb);
         if bytes_per_weight >= 2.0 {
-            return llm.total_params() * bytes_per_weight / tp;
+            return (llm.total_params() * bytes_per_weight - experts_apart) / tp;
         }
-        return (llm.total_params() * bytes_per_weight + edge_extra(llm.embedding_params())) / tp;
+        return (llm.total_params() * bytes_per_weight + edge_extra(llm.embedding_params()) - experts_apart) / tp;
     }
     let layers = layout.layers_per_stage(llm.num_layers) as f64;
     let h = llm.hidden_size as f64;
@@ -122,12 +125,17 @@ pub fn weight_bytes_per_gpu(llm: &LlmSpec, layout: &Layout, bytes_per_weight: f6
     let edge = if layout.pp <= 1 { llm.embedding_params() } else { llm.vocab_size as f64 * h };
     let sliced = layers * per_layer_shared + edge + h;
     let stage_moe = if llm.dense_layers > 0 { layers * moe_share } else { layers };
+    let experts_here = if layout.expert_parallel && llm.is_moe() {
+        stage_moe * layout.experts_per_gpu(llm) as f64 * llm.ffn_params_per_expert()
+    } else {
+        stage_moe * experts / tp
+    };
     let params = if layout.expert_parallel && llm.is_moe() {
-        sliced / tp + stage_moe * layout.experts_per_gpu(llm) as f64 * llm.ffn_params_per_expert()
+        sliced / tp + experts_here
     } else {
         (sliced + stage_moe * experts) / tp
     };
-    params * bytes_per_weight + edge_extra(edge) / tp
+    params * bytes_per_weight + edge_extra(edge) / tp - experts_here * (bytes_per_weight - eb)
 }
 
 /// Peak activation memory per GPU of one forward pass over `t` tokens, bytes
@@ -169,6 +177,19 @@ const ACT_BYTES: f64 = 2.0;
 pub fn plan(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario) -> Result<MemoryPlan, ConfigError> {
     let tp = s.hardware.tp;
     let pp = s.hardware.pp;
+    if tp > gpu.scale_up_gpus {
+        return Err(ConfigError::new(format!(
+            "tp = {tp} spans more GPUs than one {} NVLink domain joins ({}): servesim models tensor-parallel \
+             collectives inside one domain only",
+            gpu.name, gpu.scale_up_gpus
+        ))
+        .key("hardware.tp")
+        .hint(format!(
+            "use tp <= {} and pipeline stages (pp) or more replicas beyond it, or a GPU with a larger domain \
+             (gb200: 72)",
+            gpu.scale_up_gpus
+        )));
+    }
     if !llm.num_attention_heads.is_multiple_of(tp) {
         return Err(ConfigError::new(format!(
             "tp = {tp} does not divide the {} attention heads of {}",
@@ -202,7 +223,23 @@ pub fn plan(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario) -> Result<MemoryPlan, Co
     let kv_dtype = s.kv_dtype();
     let layers_per_stage = layout.layers_per_stage(llm.num_layers);
     let kv_tok = llm.kv_bytes_per_token(layers_per_stage as f64, tp as f64, kv_dtype.bytes());
-    let budget = Budget::new(llm, gpu, s, per_gpu_w);
+    let mut budget = Budget::new(llm, gpu, s, per_gpu_w);
+    // Sliding-window KV and linear-attention state a sequence holds whatever its
+    // length: reserved for the sequences the engine may run at once (at most
+    // max_num_seqs, at most half the cache), which then caps them.
+    let seq_state = llm.seq_state_bytes(layers_per_stage as f64, tp as f64, kv_dtype.bytes(), e.block_size);
+    let state_seqs = (seq_state > 0.0 && budget.kv > 0.0).then(|| {
+        let n = (e.max_num_seqs as f64).min((budget.kv * 0.5 / seq_state).floor()).max(1.0);
+        budget.kv -= n * seq_state;
+        budget.formula += &format!(
+            "; {:.2} GiB of it is held for per-sequence state ({:.1} MiB × {n:.0} sequences: sliding-window KV, \
+             linear-attention state), leaving {:.2} GiB for KV blocks",
+            n * seq_state / GIB,
+            seq_state / (1024.0 * 1024.0),
+            budget.kv / GIB
+        );
+        n as u32
+    });
     let kv_bytes = budget.kv;
     if kv_bytes <= 0.0 {
         return Err(no_fit(llm, gpu, s, weights, budget.usable, budget.act + budget.reserve));
@@ -264,6 +301,10 @@ pub fn plan(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario) -> Result<MemoryPlan, Co
         let pool = ((capacity as f64 / max_model_len as f64 * 512.0) as u64).clamp(2048, 4096);
         (capacity / 2).min(pool).min(e.max_num_seqs as u64).max(1) as u32
     });
+    let max_running = match (max_running, state_seqs) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
     let engine_log = budget.log(e, capacity, num_blocks, kv_gib, max_model_len, per_gpu_w, max_running);
     Ok(MemoryPlan {
         tp,

@@ -38,6 +38,11 @@ pub struct GpuSpec {
     pub interconnect_efficiency: f64,
     /// Latency per ring hop of an all-reduce, microseconds.
     pub allreduce_latency_us: f64,
+    /// GPUs one NVLink (xGMI) domain joins at `interconnect_gbps`: 8 on an
+    /// HGX or MI300-series board, 72 in a GB200 NVL72 rack. A tensor- (and
+    /// expert-) parallel group must fit inside it.
+    #[serde(default = "eight", skip_serializing_if = "is_eight")]
+    pub scale_up_gpus: u32,
     /// Board power, W (informational).
     #[serde(default)]
     pub tdp_w: f64,
@@ -51,6 +56,14 @@ pub struct GpuSpec {
     /// Other names it is known by (in published tables, benchmark logs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub aliases: Vec<String>,
+}
+
+fn eight() -> u32 {
+    8
+}
+
+fn is_eight(v: &u32) -> bool {
+    *v == 8
 }
 
 impl GpuSpec {

@@ -57,6 +57,34 @@ pub struct LlmSpec {
     /// reads at most this many cached tokens per query.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sliding_window: Option<u32>,
+    /// How many layers use `sliding_window` when only some do (gpt-oss:
+    /// every other layer); the others attend to the whole context. Set, the
+    /// engine keeps only the window's KV of those layers (vLLM V1's hybrid
+    /// KV-cache manager, SGLang's SWA pool), so a sequence holds a fixed
+    /// amount for them. Unset, every layer slides but the KV of every token
+    /// is kept (Mistral-7B as vLLM serves it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_window_layers: Option<u32>,
+    /// The query projection also emits a sigmoid gate on the attention
+    /// output, as wide as the query (Qwen3-Next, Qwen3.5 `attn_output_gate`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub attn_output_gate: bool,
+    /// Bits per weight of the routed experts when the checkpoint stores them
+    /// apart from `model.dtype` (gpt-oss: 4.25, MXFP4 = 32 FP4 values and one
+    /// E8M0 scale byte per block). They run as weight-only GEMMs at the BF16
+    /// rate (W4A16, as vLLM's Marlin and Triton MXFP4 MoE kernels do on Hopper).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expert_weight_bits: Option<f64>,
+    /// Linear-attention layers (Gated DeltaNet in Qwen3.5 and Qwen3-Next):
+    /// a fixed-size recurrent state per sequence instead of a KV cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linear_attention: Option<LinearAttention>,
+    /// Multi-head latent attention (DeepSeek-V3/R1): one compressed latent
+    /// per token is cached, shared by all heads and replicated on every
+    /// tensor-parallel GPU; `num_kv_heads` and `head_dim` are then unused
+    /// for attention.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mla: Option<Mla>,
     /// Where the numbers came from.
     #[serde(default)]
     pub source: String,
@@ -67,6 +95,90 @@ pub struct LlmSpec {
 
 fn is_zero(v: &u32) -> bool {
     *v == 0
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
+}
+
+/// Linear-attention (Gated DeltaNet) layers of a hybrid model, from its
+/// config.json (`linear_num_key_heads`, `linear_num_value_heads`,
+/// `linear_key_head_dim`, `linear_value_head_dim`, `linear_conv_kernel_dim`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinearAttention {
+    /// Layers that use linear attention; the remaining layers use the
+    /// model's (full) softmax attention.
+    pub layers: u32,
+    /// Key (and query) heads.
+    pub key_heads: u32,
+    /// Value heads (the state has one d_k × d_v matrix per value head).
+    pub value_heads: u32,
+    /// Width of a key head.
+    pub key_head_dim: u32,
+    /// Width of a value head.
+    pub value_head_dim: u32,
+    /// Causal 1-D convolution width over q, k and v.
+    pub conv_kernel: u32,
+    /// Bytes per element of the recurrent state the engine keeps (4: FP32,
+    /// the configs' `mamba_ssm_dtype`; 2: BF16).
+    #[serde(default = "four")]
+    pub state_bytes: f64,
+}
+
+fn four() -> f64 {
+    4.0
+}
+
+/// Multi-head latent attention shapes (DeepSeek-V2/V3 config.json names).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mla {
+    /// Rank of the query down-projection (0: queries are projected directly).
+    #[serde(default)]
+    pub q_lora_rank: u32,
+    /// Rank of the compressed key-value latent (cached per token).
+    pub kv_lora_rank: u32,
+    /// Per-head query/key width without rotary embedding.
+    pub qk_nope_head_dim: u32,
+    /// Per-head rotary query/key width; the rotary key (one, shared) is cached too.
+    pub qk_rope_head_dim: u32,
+    /// Per-head value width.
+    pub v_head_dim: u32,
+}
+
+/// One kind of attention layer of a model, as one GPU of a `tp`-way
+/// replica runs it ([`LlmSpec::attention_kinds`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AttnKind {
+    /// Layers of this kind in the whole model.
+    pub layers: f64,
+    /// Query heads on one GPU.
+    pub heads: f64,
+    /// Head width for prefill FLOPs: a (query, key) pair costs 4 × heads ×
+    /// this (MLA: (qk + v head dims) / 2).
+    pub prefill_head_dim: f64,
+    /// Head width for decode FLOPs (MLA's weight-absorbed form works in the
+    /// latent: kv_lora_rank + rope dim / 2).
+    pub decode_head_dim: f64,
+    /// KV-cache bytes per cached token per layer on one GPU (0 for linear attention).
+    pub kv_bytes_per_token: f64,
+    /// Keys a query reads at most.
+    pub window: Option<f64>,
+    /// Whether the engine keeps these layers' KV for every token (else at most
+    /// the window per sequence, or a fixed state).
+    pub kv_per_token: bool,
+    /// Linear attention: recurrent-state bytes per sequence per layer on one GPU.
+    pub state_bytes_per_seq: f64,
+    /// Linear attention: recurrence FLOPs per token per layer on one GPU.
+    pub state_flops_per_token: f64,
+}
+
+impl AttnKind {
+    /// True for linear-attention layers (a state, no KV cache).
+    pub fn is_linear(&self) -> bool {
+        self.kv_bytes_per_token == 0.0 && self.state_bytes_per_seq > 0.0
+    }
 }
 
 /// The form of the feed-forward block.
@@ -93,19 +205,164 @@ impl FfnKind {
     }
 }
 
+impl LinearAttention {
+    /// (q + k width, v width) of the layer's projections: 2·n_k·d_k and n_v·d_v.
+    fn widths(&self) -> (f64, f64) {
+        (2.0 * self.key_heads as f64 * self.key_head_dim as f64, self.value_heads as f64 * self.value_head_dim as f64)
+    }
+}
+
 impl LlmSpec {
     /// True for mixture-of-experts models.
     pub fn is_moe(&self) -> bool {
         self.num_experts > 0
     }
 
-    /// Parameters of the attention projections (Q, K, V, O) of one layer.
+    /// Parameters of the attention projections of one layer, averaged over
+    /// the layers when they differ (linear-attention layers).
     pub fn attn_params_per_layer(&self) -> f64 {
+        let Some(la) = &self.linear_attention else { return self.softmax_attn_params() };
+        let n = self.num_layers as f64;
+        let lin = la.layers as f64;
+        ((n - lin) * self.softmax_attn_params() + lin * self.linear_attn_params(la)) / n
+    }
+
+    /// Parameters of one softmax-attention layer's projections: Q (with the
+    /// output gate), K, V and O; MLA's down- and up-projections.
+    fn softmax_attn_params(&self) -> f64 {
         let h = self.hidden_size as f64;
+        let nh = self.num_attention_heads as f64;
+        if let Some(m) = &self.mla {
+            let qk = (m.qk_nope_head_dim + m.qk_rope_head_dim) as f64;
+            let (rq, rkv) = (m.q_lora_rank as f64, m.kv_lora_rank as f64);
+            let q = if rq > 0.0 { h * rq + rq + rq * nh * qk } else { h * nh * qk };
+            let kv =
+                h * (rkv + m.qk_rope_head_dim as f64) + rkv + rkv * nh * (m.qk_nope_head_dim + m.v_head_dim) as f64;
+            return q + kv + nh * m.v_head_dim as f64 * h;
+        }
         let hd = self.head_dim as f64;
-        let q = self.num_attention_heads as f64 * hd;
+        let q = nh * hd;
         let kv = self.num_kv_heads as f64 * hd;
-        h * (q + 2.0 * kv) + q * h
+        let gate = if self.attn_output_gate { q } else { 0.0 };
+        h * (q + gate + 2.0 * kv) + q * h
+    }
+
+    /// Parameters of one Gated DeltaNet layer: the q/k/v and z projections,
+    /// the a/b (decay and beta) projections, the convolution, A_log, dt_bias,
+    /// the gated norm and the output projection.
+    fn linear_attn_params(&self, la: &LinearAttention) -> f64 {
+        let h = self.hidden_size as f64;
+        let (qk, v) = la.widths();
+        let nv = la.value_heads as f64;
+        h * (qk + v)
+            + h * v
+            + 2.0 * h * nv
+            + la.conv_kernel as f64 * (qk + v)
+            + 2.0 * nv
+            + la.value_head_dim as f64
+            + v * h
+    }
+
+    /// Layers of each attention kind, per GPU of a `tp`-way replica, with KV
+    /// elements of `kv_bytes` bytes: full softmax (or MLA) layers, sliding
+    /// layers, linear-attention layers (the kinds with no layers are left out).
+    pub fn attention_kinds(&self, tp: f64, kv_bytes: f64) -> Vec<AttnKind> {
+        let n = self.num_layers as f64;
+        let heads = self.num_attention_heads as f64 / tp;
+        let hd = self.head_dim as f64;
+        let gqa = AttnKind {
+            layers: n,
+            heads,
+            prefill_head_dim: hd,
+            decode_head_dim: hd,
+            kv_bytes_per_token: self.kv_bytes_per_token_layer(tp, kv_bytes),
+            window: None,
+            kv_per_token: true,
+            state_bytes_per_seq: 0.0,
+            state_flops_per_token: 0.0,
+        };
+        let softmax = match &self.mla {
+            Some(m) => AttnKind {
+                prefill_head_dim: (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim) as f64 / 2.0,
+                decode_head_dim: m.kv_lora_rank as f64 + m.qk_rope_head_dim as f64 / 2.0,
+                ..gqa
+            },
+            None => gqa,
+        };
+        let lin = self.linear_attention.as_ref().map_or(0.0, |l| l.layers as f64);
+        let mut kinds = Vec::with_capacity(3);
+        match (self.sliding_window, self.sliding_window_layers) {
+            (Some(w), None) => kinds.push(AttnKind { layers: n - lin, window: Some(w as f64), ..softmax }),
+            (Some(w), Some(sl)) => {
+                let sl = sl as f64;
+                if n - lin - sl > 0.0 {
+                    kinds.push(AttnKind { layers: n - lin - sl, ..softmax });
+                }
+                kinds.push(AttnKind { layers: sl, window: Some(w as f64), kv_per_token: false, ..softmax });
+            }
+            _ => kinds.push(AttnKind { layers: n - lin, ..softmax }),
+        }
+        if let Some(la) = &self.linear_attention {
+            let nv = la.value_heads as f64 / tp;
+            let (dk, dv) = (la.key_head_dim as f64, la.value_head_dim as f64);
+            let (qk, v) = la.widths();
+            kinds.push(AttnKind {
+                layers: lin,
+                heads: nv,
+                prefill_head_dim: dv,
+                decode_head_dim: dv,
+                kv_bytes_per_token: 0.0,
+                window: None,
+                kv_per_token: false,
+                // The d_k × d_v state of each value head, plus the convolution's
+                // last (kernel − 1) inputs in BF16.
+                state_bytes_per_seq: nv * dk * dv * la.state_bytes
+                    + (la.conv_kernel as f64 - 1.0) * (qk + v) / tp * 2.0,
+                // Per token and value head: decay the state, read S·k, the rank-1
+                // delta update and S·q: about 8 multiply-adds per state element
+                // (an operation count, not a kernel measurement).
+                state_flops_per_token: 8.0 * nv * dk * dv,
+            });
+        }
+        kinds
+    }
+
+    /// Bytes one sequence holds whatever its length, per GPU of a `tp`-way
+    /// replica holding `layers` of the model's layers: the window of the
+    /// sliding layers whose KV is capped (plus one partly filled block of
+    /// `block_size` tokens) and the linear-attention state.
+    pub fn seq_state_bytes(&self, layers: f64, tp: f64, kv_bytes: f64, block_size: u32) -> f64 {
+        let share = layers / self.num_layers as f64;
+        self.attention_kinds(tp, kv_bytes)
+            .iter()
+            .map(|k| {
+                let capped = match k.window {
+                    Some(w) if !k.kv_per_token => k.kv_bytes_per_token * (w + block_size as f64),
+                    _ => 0.0,
+                };
+                k.layers * share * (capped + k.state_bytes_per_seq)
+            })
+            .sum()
+    }
+
+    /// KV bytes per cached token of one layer on one GPU of a `tp`-way
+    /// replica: keys and values of ⌈num_kv_heads / tp⌉ heads, or MLA's latent
+    /// and rotary key (replicated on every GPU).
+    fn kv_bytes_per_token_layer(&self, tp: f64, bytes: f64) -> f64 {
+        match &self.mla {
+            Some(m) => (m.kv_lora_rank + m.qk_rope_head_dim) as f64 * bytes,
+            None => self.kv_bytes_per_token(1.0, tp, bytes),
+        }
+    }
+
+    /// Parameters of the routed experts of all layers.
+    pub fn routed_expert_params(&self) -> f64 {
+        self.moe_layers() as f64 * self.num_experts as f64 * self.ffn_params_per_expert()
+    }
+
+    /// Bytes per weight of the routed experts given `model.dtype`'s `bytes`.
+    pub fn expert_bytes_per_weight(&self, bytes: f64) -> f64 {
+        self.expert_weight_bits.map_or(bytes, |b| b / 8.0)
     }
 
     /// Parameters of one expert's (or the dense) FFN: gate, up, down (SwiGLU)
@@ -197,7 +454,18 @@ impl LlmSpec {
     /// values of ⌈num_kv_heads / tp⌉ heads per layer (a KV head is
     /// replicated when tp exceeds the KV heads). `tp = 1` and all layers
     /// give the whole model's bytes per token.
+    ///
+    /// Only the layers whose KV grows with the sequence count: not the
+    /// linear-attention layers, nor the sliding layers of a model that sets
+    /// `sliding_window_layers` (see [`LlmSpec::seq_state_bytes`]).
     pub fn kv_bytes_per_token(&self, layers: f64, tp: f64, bytes: f64) -> f64 {
+        let capped = self.linear_attention.as_ref().map_or(0, |l| l.layers)
+            + if self.sliding_window.is_some() { self.sliding_window_layers.unwrap_or(0) } else { 0 };
+        let layers =
+            if capped == 0 { layers } else { layers * (self.num_layers - capped) as f64 / self.num_layers as f64 };
+        if let Some(m) = &self.mla {
+            return layers * (m.kv_lora_rank + m.qk_rope_head_dim) as f64 * bytes;
+        }
         2.0 * layers * (self.num_kv_heads as f64 / tp).ceil() * self.head_dim as f64 * bytes
     }
 
@@ -252,6 +520,49 @@ impl LlmSpec {
         }
         if self.sliding_window == Some(0) {
             return Err("`sliding_window` must be positive when set".into());
+        }
+        let lin = self.linear_attention.as_ref().map_or(0, |l| l.layers);
+        if let Some(sl) = self.sliding_window_layers {
+            if self.sliding_window.is_none() {
+                return Err("`sliding_window_layers` is set but `sliding_window` is not; set the window too".into());
+            }
+            if sl == 0 || sl + lin > self.num_layers {
+                return Err(format!(
+                    "`sliding_window_layers` must be between 1 and the {} softmax-attention layers, got {sl}",
+                    self.num_layers - lin
+                ));
+            }
+        }
+        if let Some(la) = &self.linear_attention {
+            let dims = [la.layers, la.key_heads, la.value_heads, la.key_head_dim, la.value_head_dim, la.conv_kernel];
+            if dims.contains(&0) {
+                return Err("every `[linear_attention]` size must be a positive integer".into());
+            }
+            if la.layers >= self.num_layers {
+                return Err(format!(
+                    "`linear_attention.layers` ({}) must be fewer than `num_layers` ({}): hybrid models keep some \
+                     softmax-attention layers",
+                    la.layers, self.num_layers
+                ));
+            }
+            if !(la.state_bytes == 2.0 || la.state_bytes == 4.0) {
+                return Err(format!(
+                    "`linear_attention.state_bytes` must be 2 (BF16) or 4 (FP32), got {}",
+                    la.state_bytes
+                ));
+            }
+        }
+        if let Some(m) = &self.mla
+            && [m.kv_lora_rank, m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim].contains(&0)
+        {
+            return Err("`[mla]` needs positive kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim".into());
+        }
+        if let Some(b) = self.expert_weight_bits
+            && (!self.is_moe() || !(1.0..=16.0).contains(&b))
+        {
+            return Err(format!(
+                "`expert_weight_bits` ({b}) must be between 1 and 16 and needs an MoE model (num_experts > 0)"
+            ));
         }
         Ok(())
     }

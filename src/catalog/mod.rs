@@ -14,7 +14,7 @@ mod llm;
 
 pub use engine::EngineProfile;
 pub use gpu::{AllReduceSpec, GENERIC_MOE, GIB, GpuSpec, KernelSpec};
-pub use llm::{FfnKind, LlmSpec};
+pub use llm::{AttnKind, FfnKind, LinearAttention, LlmSpec, Mla};
 
 use crate::error::ConfigError;
 use serde::de::DeserializeOwned;

@@ -33,7 +33,7 @@
 //! parallelism adds two all-to-alls per MoE layer.
 
 use super::{Layout, StepBatch, StepCost, StepCostModel};
-use crate::catalog::{GpuSpec, KernelSpec, LlmSpec};
+use crate::catalog::{AttnKind, GpuSpec, KernelSpec, LlmSpec};
 use crate::config::{CostConfig, Dtype, KvDtype};
 
 /// Activation element size (BF16), bytes.
@@ -178,6 +178,15 @@ impl Kernels {
         smax(4.0 * heads * head_dim * pairs / (self.peak_bf16 * eff), bytes / (self.bw * 0.8))
     }
 
+    /// Time of a linear-attention (recurrent) kernel doing `flops` over
+    /// `bytes` of state and activations, seconds; no launch latency.
+    pub fn linear_attention_work(&self, flops: f64, bytes: f64, scale: f64) -> f64 {
+        smax(
+            flops / (self.peak_bf16 * self.k.prefill_attention_efficiency * scale),
+            bytes / (self.bw * self.k.stream_efficiency),
+        )
+    }
+
     /// Time of decode attention reading `bytes` of KV cache for `seqs`
     /// sequences doing `flops`, seconds; no launch latency.
     pub fn decode_attention_work(&self, bytes: f64, flops: f64, seqs: f64, scale: f64) -> f64 {
@@ -269,10 +278,8 @@ pub struct KernelModel {
     moe: Option<Moe>,
     lm_head: Gemm,
     vocab_per_gpu: f64,
-    heads: f64,
-    head_dim: f64,
-    kv_bytes_per_token_layer: f64,
-    sliding_window: Option<f64>,
+    /// The stage's layers of each attention kind: (layers, kind).
+    attn: Vec<(f64, AttnKind)>,
     elementwise_bytes_per_token: f64,
     hidden: f64,
     tp: f64,
@@ -318,12 +325,54 @@ impl KernelModel {
         let dense_layers = stage - moe_layers;
         let gated = llm.ffn.matrices() - 1.0;
         let g = |n: f64, kk: f64, count: f64| Gemm { n, k: kk, path, count };
-        let mut gemms = vec![g((q + 2.0 * kvw) / tp, h, stage), g(h, q / tp, stage)];
+        // Linear-attention layers of the stage; the others run softmax attention.
+        let lin = llm.linear_attention.as_ref().map_or(0.0, |l| l.layers as f64);
+        let soft = if lin == 0.0 { stage } else { stage * (total - lin) / total };
+        let mut gemms = match &llm.mla {
+            // MLA: the query down/up projections, the latent and rotary-key
+            // projection (replicated, as vLLM's fused_qkv_a_proj), the latent's
+            // up-projection to per-head keys and values (the same FLOPs as the
+            // weight-absorbed decode form), the output projection.
+            Some(m) => {
+                let nh = llm.num_attention_heads as f64;
+                let qk = (m.qk_nope_head_dim + m.qk_rope_head_dim) as f64;
+                let (rq, rkv) = (m.q_lora_rank as f64, m.kv_lora_rank as f64);
+                let mut v = Vec::with_capacity(6);
+                if rq > 0.0 {
+                    v.push(g(rq, h, soft));
+                    v.push(g(nh * qk / tp, rq, soft));
+                } else {
+                    v.push(g(nh * qk / tp, h, soft));
+                }
+                v.push(g(rkv + m.qk_rope_head_dim as f64, h, soft));
+                v.push(g(nh * (m.qk_nope_head_dim + m.v_head_dim) as f64 / tp, rkv, soft));
+                v.push(g(h, nh * m.v_head_dim as f64 / tp, soft));
+                v
+            }
+            None => {
+                let gate = if llm.attn_output_gate { q } else { 0.0 };
+                vec![g((q + gate + 2.0 * kvw) / tp, h, soft), g(h, q / tp, soft)]
+            }
+        };
+        if let Some(la) = &llm.linear_attention {
+            // Gated DeltaNet: q, k, v and the z gate, the a and b projections
+            // (one per value head each), the output projection.
+            let qk = 2.0 * (la.key_heads * la.key_head_dim) as f64;
+            let v = (la.value_heads * la.value_head_dim) as f64;
+            let nv = la.value_heads as f64;
+            gemms.push(g((qk + 2.0 * v + 2.0 * nv) / tp, h, stage - soft));
+            gemms.push(g(h, v / tp, stage - soft));
+        }
         let f = llm.intermediate_size as f64;
         if dense_layers > 0.0 {
             gemms.push(g(gated * f / tp, h, dense_layers));
             gemms.push(g(h, f / tp, dense_layers));
         }
+        // Experts stored apart from model.dtype (MXFP4) run weight-only at the BF16 rate.
+        let expert_path = match llm.expert_weight_bits {
+            Some(bits) => Path::WeightOnly(bits / 8.0),
+            None => path,
+        };
         let moe = llm.is_moe().then(|| {
             let fe = llm.expert_ffn_size() as f64;
             let e = llm.num_experts as f64;
@@ -343,7 +392,7 @@ impl KernelModel {
                     share: here / e,
                     up: (gated * fe, h),
                     down: (h, fe),
-                    path,
+                    path: expert_path,
                     layers: moe_layers,
                     a2a_bytes_per_token: llm.experts_per_token as f64 * h * ACT,
                 }
@@ -355,13 +404,12 @@ impl KernelModel {
                     share: 1.0,
                     up: (gated * fe / tp, h),
                     down: (h, fe / tp),
-                    path,
+                    path: expert_path,
                     layers: moe_layers,
                     a2a_bytes_per_token: 0.0,
                 }
             }
         });
-        let heads = llm.num_attention_heads as f64 / tp;
         // Per token and layer: two fused add+RMSNorm (read x and residual, write
         // both), RoPE on q and k in place, the FFN activation (read gate and up,
         // write the product); per MoE layer the routed rows' activation instead.
@@ -387,10 +435,11 @@ impl KernelModel {
             // The LM head stays in BF16 in quantised checkpoints.
             lm_head: Gemm { n: llm.vocab_size as f64 / tp, k: h, path: Path::Bf16, count: 1.0 },
             vocab_per_gpu: llm.vocab_size as f64 / tp,
-            heads,
-            head_dim: hd,
-            kv_bytes_per_token_layer: llm.kv_bytes_per_token(1.0, tp, kv.bytes()),
-            sliding_window: llm.sliding_window.map(|w| w as f64),
+            attn: llm
+                .attention_kinds(tp, kv.bytes())
+                .into_iter()
+                .map(|k| (if k.layers == total { stage } else { stage * k.layers / total }, k))
+                .collect(),
             elementwise_bytes_per_token: elementwise,
             hidden: h,
             tp,
@@ -488,28 +537,54 @@ impl KernelModel {
 
     /// Attention of one stage: (time, flops, bytes).
     fn attention(&self, b: &StepBatch, inv_m: f64) -> (f64, f64, f64) {
+        let (mut time, mut flops, mut bytes) = (0.0, 0.0, 0.0);
+        for (layers, kind) in &self.attn {
+            let (t, f, by) =
+                if kind.is_linear() { self.linear_attention(kind, b, inv_m) } else { self.softmax(kind, b, inv_m) };
+            time += t * layers;
+            flops += f * layers;
+            bytes += by * layers;
+        }
+        (time, flops, bytes)
+    }
+
+    /// Softmax (or MLA) attention of one layer of `kind`: (time, flops, bytes).
+    fn softmax(&self, kind: &AttnKind, b: &StepBatch, inv_m: f64) -> (f64, f64, f64) {
         let mut time = 0.0;
         let (mut flops, mut bytes) = (0.0, 0.0);
         let k = &self.kern.k;
+        let (heads, kv) = (kind.heads, kind.kv_bytes_per_token);
         if b.prefill_tokens > 0 {
             let p = b.prefill_tokens as f64 * inv_m;
-            let pairs = b.prefill_attn_pairs * inv_m;
-            let f = 4.0 * self.heads * self.head_dim * pairs;
-            let by = self.kv_bytes_per_token_layer * (b.prefill_ctx_tokens * inv_m + p)
-                + p * 2.0 * self.heads * self.head_dim * ACT;
-            time += self.kern.prefill_attention_work(self.heads, self.head_dim, pairs, p, by, self.attn_eff)
+            let hd = kind.prefill_head_dim;
+            // A query reads at most the window's keys where the engine keeps only
+            // the window (hybrid models); a model whose every layer slides keeps
+            // the prefill cost of full attention (the Mistral-7B rows of the
+            // TensorRT-LLM table fit that, not the capped cost).
+            let (pairs, ctx) = match kind.window.filter(|_| !kind.kv_per_token) {
+                Some(w) => (
+                    b.prefill_attn_pairs.min(b.prefill_tokens as f64 * w),
+                    b.prefill_ctx_tokens.min(b.prefill_seqs as f64 * w),
+                ),
+                None => (b.prefill_attn_pairs, b.prefill_ctx_tokens),
+            };
+            let pairs = pairs * inv_m;
+            let f = 4.0 * heads * hd * pairs;
+            let by = kv * (ctx * inv_m + p) + p * 2.0 * heads * hd * ACT;
+            time += self.kern.prefill_attention_work(heads, hd, pairs, p, by, self.attn_eff)
                 + k.prefill_attention_latency_us * 1e-6;
             flops += f;
             bytes += by;
         }
         if b.decode_seqs > 0 {
             let n = b.decode_seqs as f64 * inv_m;
-            let ctx = match self.sliding_window {
+            let hd = kind.decode_head_dim;
+            let ctx = match kind.window {
                 Some(w) => b.decode_ctx_tokens.min(b.decode_seqs as f64 * w),
                 None => b.decode_ctx_tokens,
             } * inv_m;
-            let by = self.kv_bytes_per_token_layer * ctx + n * 2.0 * self.heads * self.head_dim * ACT;
-            let f = 4.0 * self.heads * self.head_dim * ctx;
+            let by = kv * ctx + n * 2.0 * heads * hd * ACT;
+            let f = 4.0 * heads * hd * ctx;
             time += self.kern.decode_attention_work(by, f, n, self.attn_eff);
             // One attention launch serves prefill and decode tokens together.
             if b.prefill_tokens == 0 {
@@ -518,7 +593,37 @@ impl KernelModel {
             flops += f;
             bytes += by;
         }
-        (time * self.layers, flops * self.layers, bytes * self.layers)
+        (time, flops, bytes)
+    }
+
+    /// Linear attention (Gated DeltaNet) of one layer of `kind`: each
+    /// sequence's state is read and written once per step, and each token
+    /// costs the recurrence's FLOPs. (The chunked prefill form, with chunks of
+    /// C = 64, costs 2C(d_k + d_v) + 6·d_k·d_v per token and value head: the
+    /// same 8·d_k·d_v at d_k = d_v = 128.) Prefill runs at the prefill
+    /// attention efficiency, decode at the decode one: estimates, no kernel
+    /// table measures these kernels yet.
+    fn linear_attention(&self, kind: &AttnKind, b: &StepBatch, inv_m: f64) -> (f64, f64, f64) {
+        let k = &self.kern.k;
+        let act = 3.0 * kind.heads * kind.decode_head_dim * ACT;
+        let (mut time, mut flops, mut bytes) = (0.0, 0.0, 0.0);
+        if b.prefill_tokens > 0 {
+            let p = b.prefill_tokens as f64 * inv_m;
+            let f = p * kind.state_flops_per_token;
+            let by = 2.0 * b.prefill_seqs as f64 * inv_m * kind.state_bytes_per_seq + p * act;
+            time += self.kern.linear_attention_work(f, by, self.attn_eff) + k.prefill_attention_latency_us * 1e-6;
+            flops += f;
+            bytes += by;
+        }
+        if b.decode_seqs > 0 {
+            let n = b.decode_seqs as f64 * inv_m;
+            let f = n * kind.state_flops_per_token;
+            let by = 2.0 * n * kind.state_bytes_per_seq + n * act;
+            time += self.kern.decode_attention_work(by, f, n, self.attn_eff) + k.decode_attention_latency_us * 1e-6;
+            flops += f;
+            bytes += by;
+        }
+        (time, flops, bytes)
     }
 
     /// LM head and sampling of `rows` sequences on the last stage.

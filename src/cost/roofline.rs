@@ -22,7 +22,7 @@
 //! combine. See `docs/parallelism.md`.
 
 use super::{StepBatch, StepCost, StepCostModel};
-use crate::catalog::{GpuSpec, LlmSpec};
+use crate::catalog::{AttnKind, GpuSpec, LlmSpec};
 use crate::config::{CostConfig, Dtype, HardwareConfig, KvDtype};
 
 /// How one replica is spread over its GPUs.
@@ -116,10 +116,8 @@ pub struct Roofline {
     peak_bw: f64,
     dense: Vec<Gemm>,
     moe: Option<Moe>,
-    attn_flops_per_pair: f64,
-    kv_bytes_per_token_layer: f64,
-    attn_act_bytes_per_token: f64,
-    sliding_window: Option<f64>,
+    /// Each attention kind with its share of the layers.
+    attn: Vec<(f64, AttnKind)>,
     lm_flops_per_row: f64,
     lm_weight_bytes: f64,
     /// 1 / the LM head's compute rate: it stays in BF16 in quantised checkpoints.
@@ -180,10 +178,17 @@ impl Roofline {
         let mut dense = vec![gemm(h, q + 2.0 * kvw), gemm(q, h)];
         // O-projection input is sharded; fix its activation count.
         dense[1].act_bytes_per_token = (q / tpf + h) * ACT;
+        if llm.mla.is_some() || llm.linear_attention.is_some() || llm.attn_output_gate {
+            // Other projection shapes: one GEMM with the layers' mean attention weights.
+            dense.truncate(0);
+            dense.push(gemm(h, llm.attn_params_per_layer() / h));
+        }
         let moe = if llm.is_moe() {
             let e = llm.num_experts as f64;
             let k = llm.experts_per_token as f64;
-            let expert_params = 3.0 * h * f;
+            let expert_params = llm.ffn_params_per_expert();
+            let fe = llm.expert_ffn_size() as f64;
+            let ew = llm.expert_bytes_per_weight(w);
             dense.push(gemm(h, e)); // router
             Some(if layout.expert_parallel {
                 // Whole experts, ⌈E/tp⌉ per GPU; with uniform routing this GPU
@@ -194,9 +199,9 @@ impl Roofline {
                     experts: e,
                     k,
                     experts_here: here,
-                    expert_bytes: expert_params * w,
+                    expert_bytes: expert_params * ew,
                     flops_per_token: k * share * 2.0 * expert_params,
-                    act_bytes_per_token: (2.0 * h + 3.0 * f) * k * share * ACT,
+                    act_bytes_per_token: (2.0 * h + 3.0 * fe) * k * share * ACT,
                     a2a_bytes_per_token: k * h * ACT,
                 }
             } else {
@@ -204,9 +209,9 @@ impl Roofline {
                     experts: e,
                     k,
                     experts_here: e,
-                    expert_bytes: expert_params / tpf * w,
+                    expert_bytes: expert_params / tpf * ew,
                     flops_per_token: k * 2.0 * expert_params / tpf,
-                    act_bytes_per_token: (2.0 * h + 3.0 * f / tpf) * k * ACT,
+                    act_bytes_per_token: (2.0 * h + 3.0 * fe / tpf) * k * ACT,
                     a2a_bytes_per_token: 0.0,
                 }
             })
@@ -219,7 +224,6 @@ impl Roofline {
             });
             None
         };
-        let heads_per_gpu = llm.num_attention_heads as f64 / tpf;
         let v = llm.vocab_size as f64;
         Roofline {
             layers: llm.num_layers as f64,
@@ -232,10 +236,11 @@ impl Roofline {
             peak_bw,
             dense,
             moe,
-            attn_flops_per_pair: 4.0 * heads_per_gpu * hd,
-            kv_bytes_per_token_layer: llm.kv_bytes_per_token(1.0, tpf, kv.bytes()),
-            attn_act_bytes_per_token: 2.0 * heads_per_gpu * hd * ACT,
-            sliding_window: llm.sliding_window.map(|s| s as f64),
+            attn: llm
+                .attention_kinds(tpf, kv.bytes())
+                .into_iter()
+                .map(|k| (if k.layers == llm.num_layers as f64 { 1.0 } else { k.layers / llm.num_layers as f64 }, k))
+                .collect(),
             lm_flops_per_row: 2.0 * h * v / tpf,
             // Quantised checkpoints keep the LM head in BF16 (vLLM, ModelOpt, AWQ).
             lm_weight_bytes: h * v / tpf * w.max(2.0),
@@ -259,6 +264,53 @@ impl Roofline {
         acc.flops += flops;
         acc.bytes += bytes;
         (flops * self.inv_flops_rate).max(bytes * self.inv_bw)
+    }
+
+    /// Attention of one layer of `kind` (roofline of its FLOPs and bytes).
+    /// Adds its time to `lt`.
+    fn attention(&self, kind: &AttnKind, b: &StepBatch, inv_m: f64, acc: &mut StepCost, lt: &mut f64) {
+        let heads = kind.heads;
+        if kind.is_linear() {
+            // The recurrent state is read and written once per sequence per step.
+            let seqs = (b.prefill_seqs + b.decode_seqs) as f64 * inv_m;
+            let t = b.tokens() as f64 * inv_m;
+            let act = 3.0 * heads * kind.decode_head_dim * ACT;
+            *lt += self.op(t * kind.state_flops_per_token, 2.0 * seqs * kind.state_bytes_per_seq + t * act, acc);
+            return;
+        }
+        if b.prefill_tokens > 0 {
+            let p = b.prefill_tokens as f64 * inv_m;
+            let hd = kind.prefill_head_dim;
+            // A query reads at most the window's keys where the engine keeps only
+            // the window (hybrid models); a model whose every layer slides keeps
+            // the prefill cost of full attention (the Mistral-7B rows of the
+            // TensorRT-LLM table fit that, not the capped cost).
+            let (pairs, ctx) = match kind.window.filter(|_| !kind.kv_per_token) {
+                Some(w) => (
+                    b.prefill_attn_pairs.min(b.prefill_tokens as f64 * w),
+                    b.prefill_ctx_tokens.min(b.prefill_seqs as f64 * w),
+                ),
+                None => (b.prefill_attn_pairs, b.prefill_ctx_tokens),
+            };
+            *lt += self.op(
+                4.0 * heads * hd * pairs * inv_m,
+                kind.kv_bytes_per_token * (ctx * inv_m + p) + p * (2.0 * heads * hd * ACT),
+                acc,
+            );
+        }
+        if b.decode_seqs > 0 {
+            let n = b.decode_seqs as f64;
+            let hd = kind.decode_head_dim;
+            let ctx = match kind.window {
+                Some(w) => b.decode_ctx_tokens.min(n * w),
+                None => b.decode_ctx_tokens,
+            } * inv_m;
+            *lt += self.op(
+                4.0 * heads * hd * ctx,
+                kind.kv_bytes_per_token * ctx + n * inv_m * (2.0 * heads * hd * ACT),
+                acc,
+            );
+        }
     }
 
     /// The LM head over `rows` sampled sequences (BF16 weights at the BF16 rate).
@@ -345,25 +397,18 @@ impl StepCostModel for Roofline {
         let tm = t * inv_m;
         let (mut lt, flops, bytes) = self.token_part(tm);
         let mut layer = StepCost { time: 0.0, flops, bytes };
-        if b.prefill_tokens > 0 {
-            let p = b.prefill_tokens as f64 * inv_m;
-            lt += self.op(
-                self.attn_flops_per_pair * b.prefill_attn_pairs * inv_m,
-                self.kv_bytes_per_token_layer * (b.prefill_ctx_tokens * inv_m + p) + p * self.attn_act_bytes_per_token,
-                &mut layer,
-            );
-        }
-        if b.decode_seqs > 0 {
-            let n = b.decode_seqs as f64;
-            let ctx = match self.sliding_window {
-                Some(w) => b.decode_ctx_tokens.min(n * w),
-                None => b.decode_ctx_tokens,
-            } * inv_m;
-            lt += self.op(
-                self.attn_flops_per_pair * ctx,
-                self.kv_bytes_per_token_layer * ctx + n * inv_m * self.attn_act_bytes_per_token,
-                &mut layer,
-            );
+        for i in 0..self.attn.len() {
+            let (share, kind) = self.attn[i];
+            if share == 1.0 {
+                self.attention(&kind, b, inv_m, &mut layer, &mut lt);
+            } else {
+                let mut one = StepCost::default();
+                let mut t = 0.0;
+                self.attention(&kind, b, inv_m, &mut one, &mut t);
+                lt += share * t;
+                layer.flops += share * one.flops;
+                layer.bytes += share * one.bytes;
+            }
         }
         // FLOPs and bytes: every layer runs every micro-batch once, spread over
         // the pp stages (StepCost is per GPU: the mean over the replica's GPUs).

@@ -195,12 +195,9 @@ fn model_of(page: &str) -> Result<&'static str, String> {
         "qwen3-235b-a22b" => "qwen3-235b-a22b-2507",
         "glm-4.5-air" => "glm-4.5-air",
         "glm-4.x" => "glm-4.6",
-        p if p.starts_with("gpt-oss") => {
-            return Err(
-                "gpt-oss is not modelled (alternating 128-token sliding-window attention with sinks, MXFP4 experts)"
-                    .into(),
-            );
-        }
+        "gpt-oss-120b" => "gpt-oss-120b",
+        "gpt-oss-20b" => "gpt-oss-20b",
+        "qwen3.5-9b" => "qwen3.5-9b",
         p => return Err(format!("{p} is not in the catalogue")),
     })
 }
