@@ -129,10 +129,11 @@ struct StabilityTableArgs {
 #[derive(Debug, Args)]
 struct CalibrateArgs {
     /// The measurements: a per-step CSV, a Splitwise profile CSV, a `vllm bench serve`
-    /// --save-detailed JSON, an offline-throughput table, or validation:gpustack-serve (A100) /
-    /// validation:gpustack-serve-h100.
+    /// --save-result JSON (with or without --save-detailed), a GuideLLM report JSON, GenAI-Perf's
+    /// profile_export_genai_perf.json, an offline-throughput table, a serving-results table
+    /// (GPUStack's columns), or validation:gpustack-serve (A100) / validation:gpustack-serve-h100.
     input: String,
-    /// Scenario naming the model, GPU, tp and engine (needed by per-step CSVs and bench JSONs).
+    /// Scenario naming the model, GPU, tp and engine (needed by per-step CSVs and the JSON results).
     #[arg(long, value_name = "FILE")]
     scenario: Option<PathBuf>,
     /// Override a key of --scenario (repeatable).

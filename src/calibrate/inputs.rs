@@ -19,6 +19,27 @@
 //! - **offline-throughput table** (columns `model,gpu,precision,tp,isl,osl`
 //!   and `total_output_tok_s`, as vendors publish them): each row is
 //!   simulated as an offline run of fixed lengths.
+//!
+//! Serving results that hold only aggregate statistics ([`super::aggregate`])
+//! are simulated at their arrival regime with fixed mean lengths (a note in
+//! the problem says so), and their medians and higher percentiles of TTFT,
+//! TPOT and ITL and their output throughput are fitted:
+//!
+//! - **`vllm bench serve --save-result` JSON** without `--save-detailed`
+//!   (`completed`, `total_input_tokens`, `total_output_tokens`,
+//!   `median_ttft_ms`, `p99_ttft_ms`, ..., `output_throughput`): a closed loop
+//!   at `max_concurrency`, else Poisson (gamma with `burstiness`) at a finite
+//!   `request_rate`, else all at once;
+//! - **GuideLLM report JSON** (`benchmarks`): each benchmark a run of its
+//!   strategy (synchronous, concurrent, throughput, constant, poisson);
+//! - **GenAI-Perf `profile_export_genai_perf.json`** (`time_to_first_token`,
+//!   `inter_token_latency`, ... with their `unit`): a closed loop at the
+//!   stimulus's concurrency or constant arrivals at its request rate;
+//! - **serving-results table** in GPUStack's columns (`model, gpu, engine,
+//!   tp` or `gpus_used`, `successful_requests`, `total_input_tokens`,
+//!   `total_output_tokens`, `max_concurrency` or `request_rate_rps`, and
+//!   `ttft_median_ms`, `tpot_p99_ms`, `output_tok_s`, ...): each row a run of
+//!   its model, GPU and layout under the `--scenario`'s engine settings.
 
 use super::{How, Point, Problem, Sim, Stat, StepSetup};
 use crate::Catalog;
@@ -38,12 +59,40 @@ pub enum Format {
     BenchJson,
     /// Offline-throughput table.
     Offline,
+    /// `vllm bench serve --save-result` JSON without `--save-detailed`.
+    VllmAggregate,
+    /// GuideLLM's report JSON.
+    GuideLlm,
+    /// GenAI-Perf's `profile_export_genai_perf.json`.
+    GenAiPerf,
+    /// A table of serving results in GPUStack's columns.
+    ServingTable,
+}
+
+/// The format of a JSON input: GuideLLM's report (`benchmarks`),
+/// GenAI-Perf's export (`time_to_first_token` statistics), a `vllm bench
+/// serve` result without per-request arrays (aggregate keys, no `ttfts`),
+/// else a `--save-detailed` result (whose reader names what is missing).
+fn json_format(text: &str) -> Format {
+    let Ok(doc) = serde_json::from_str::<serde_json::Value>(text) else { return Format::BenchJson };
+    let has = |k: &str| doc.get(k).is_some_and(|v| !v.is_null());
+    if doc.get("benchmarks").is_some_and(serde_json::Value::is_array) {
+        Format::GuideLlm
+    } else if doc.get("time_to_first_token").is_some_and(serde_json::Value::is_object) {
+        Format::GenAiPerf
+    } else if !has("ttfts")
+        && ["completed", "median_ttft_ms", "mean_ttft_ms", "output_throughput"].iter().any(|k| has(k))
+    {
+        Format::VllmAggregate
+    } else {
+        Format::BenchJson
+    }
 }
 
 /// Recognises a file's format from its contents.
 pub fn detect(path: &Path, text: &str) -> Result<Format, ConfigError> {
     if text.trim_start().starts_with('{') {
-        return Ok(Format::BenchJson);
+        return Ok(json_format(text));
     }
     let header = text.lines().find(|l| !l.trim().is_empty() && !l.starts_with('#')).unwrap_or("");
     let has = |c: &str| header.split(',').any(|h| h.trim() == c);
@@ -53,11 +102,15 @@ pub fn detect(path: &Path, text: &str) -> Result<Format, ConfigError> {
         Ok(Format::Steps)
     } else if has("isl") && has("osl") && has("total_output_tok_s") {
         Ok(Format::Offline)
+    } else if has("successful_requests") && has("total_input_tokens") && has("total_output_tokens") {
+        Ok(Format::ServingTable)
     } else {
         Err(ConfigError::new("cannot tell the format of this file").file(path).hint(
             "give a per-step CSV (prefill_tokens, decode_seqs, decode_context_tokens, measured_s), Splitwise's profile \
-             CSV, a vllm bench serve --save-detailed JSON, or an offline table (model, gpu, precision, tp, isl, osl, \
-             total_output_tok_s)",
+             CSV, a vllm bench serve --save-result JSON (with or without --save-detailed), a GuideLLM report JSON, \
+             GenAI-Perf's profile_export_genai_perf.json, an offline table (model, gpu, precision, tp, isl, osl, \
+             total_output_tok_s) or a serving-results table (model, gpu, engine, tp, successful_requests, \
+             total_input_tokens, total_output_tokens and statistics such as ttft_median_ms)",
         ))
     }
 }
@@ -93,7 +146,7 @@ fn need_scenario<'a>(
 
 /// A user's measurements table with the `required` columns, or an error
 /// naming the file, the line and what is wrong (a malformed row panicked).
-fn user_table(path: &Path, text: &str, required: &[&str]) -> Result<Table, ConfigError> {
+pub(super) fn user_table(path: &Path, text: &str, required: &[&str]) -> Result<Table, ConfigError> {
     let t = Table::read(text).map_err(|(line, m)| {
         let mut e =
             ConfigError::new(m).file(path).hint("every row needs one value per header column; fix or remove it");
@@ -134,6 +187,16 @@ pub fn from_text(
         Format::Splitwise => splitwise(path, text, catalog, scenario, preset),
         Format::BenchJson => bench_json(path, text, need_scenario(scenario, "a vllm bench serve result")?),
         Format::Offline => offline(path, text, catalog, preset),
+        Format::VllmAggregate => {
+            super::aggregate::vllm(path, text, need_scenario(scenario, "a vllm bench serve result")?, preset)
+        }
+        Format::GuideLlm => {
+            super::aggregate::guidellm(path, text, need_scenario(scenario, "a GuideLLM report")?, preset)
+        }
+        Format::GenAiPerf => {
+            super::aggregate::genai_perf(path, text, need_scenario(scenario, "a GenAI-Perf export")?, preset)
+        }
+        Format::ServingTable => super::aggregate::serving_table(path, text, catalog, scenario, preset),
     }
 }
 
@@ -191,7 +254,7 @@ fn steps(
         let group = if has("group") { t.get(r, "group").to_string() } else { format!("row{i}") };
         points.push(Point { label, group, measured: m * 1e3, how: How::Step { setup: 0, batch } });
     }
-    Ok(Problem { setups: vec![setup], sims: Vec::new(), points, skipped: Vec::new() })
+    Ok(Problem { setups: vec![setup], sims: Vec::new(), points, skipped: Vec::new(), notes: Vec::new() })
 }
 
 /// Splitwise's profile CSV as a problem: per (model, hardware, tp) a set-up
@@ -320,7 +383,7 @@ pub fn splitwise(
             how: How::Step { setup: idx, batch: crate::validate::decode_step(*b, *p as f64 + n / 2.0) },
         });
     }
-    Ok(Problem { setups: setup_specs, sims: Vec::new(), points, skipped })
+    Ok(Problem { setups: setup_specs, sims: Vec::new(), points, skipped, notes: Vec::new() })
 }
 
 /// Per-request TTFT, TPOT and pooled ITL (ms) of a vLLM result.
@@ -379,13 +442,7 @@ fn bench_json(path: &Path, text: &str, s: &crate::config::LoadedScenario) -> Res
         // --request-rate inf: every request at once.
         format!("arrival = \"offline\"\n{lengths}")
     };
-    let mut table = s.table();
-    for k in ["workload", "num_requests", "duration_s", "warmup_s", "sweep", "plan", "baseline"] {
-        table.remove(k);
-    }
-    table.insert("num_requests".into(), toml::Value::Integer(n as i64));
-    let text =
-        format!("{}\n[workload]\n{workload}on_too_long = \"clip\"\n", toml::to_string(&table).unwrap_or_default());
+    let text = super::runs::scenario_text(s.table(), n as u64, &workload);
     let mut points = Vec::new();
     for (name, v, stat) in [
         ("TTFT", &mut ttft, Stat::Ttft as fn(f64) -> Stat),
@@ -410,6 +467,7 @@ fn bench_json(path: &Path, text: &str, s: &crate::config::LoadedScenario) -> Res
         sims: vec![Sim { name: path.display().to_string(), text }],
         points,
         skipped: Vec::new(),
+        notes: Vec::new(),
     })
 }
 
@@ -442,5 +500,5 @@ fn offline(path: &Path, text: &str, catalog: &Catalog, preset: &str) -> Result<P
             how: How::Sim { sim: sims.len() - 1, stat: Stat::OutputThroughput },
         });
     }
-    Ok(Problem { setups: Vec::new(), sims, points, skipped })
+    Ok(Problem { setups: Vec::new(), sims, points, skipped, notes: Vec::new() })
 }

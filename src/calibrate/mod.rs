@@ -5,7 +5,9 @@
 //! A calibration [`Problem`] is a list of measured points, each predicted
 //! either by one engine step of the `kernel` cost model (per-step CSV,
 //! Splitwise's profile) or by a statistic of a whole simulation (a
-//! `vllm bench serve` result, an offline-throughput table). The residual of a
+//! `vllm bench serve` result, an offline-throughput table, and the aggregate
+//! serving results of [`aggregate`]: GuideLLM, GenAI-Perf, result tables,
+//! built by [`runs`]). The residual of a
 //! point is ln(predicted / measured); the solver ([`lm`]) minimises their
 //! sum of squares over the chosen `[cost]` (and preprocessing) keys within
 //! bounds. Before a fit is accepted the Jacobian at the solution must show
@@ -14,8 +16,10 @@
 //! with the reason. The k-fold error refits on all folds but one and
 //! predicts the one left out.
 
+pub mod aggregate;
 pub mod inputs;
 pub mod lm;
+pub mod runs;
 
 use crate::Catalog;
 use crate::catalog::{GpuSpec, LlmSpec};
@@ -142,6 +146,9 @@ pub struct Problem {
     pub points: Vec<Point>,
     /// Points the input could not use, and why.
     pub skipped: Vec<String>,
+    /// What the reader assumed that the input does not say (fixed lengths
+    /// for a run known by its means, an arrival process approximated).
+    pub notes: Vec<String>,
 }
 
 /// The parameters `calibrate` may fit and their bounds: (key, lo, hi, scale).
@@ -449,6 +456,9 @@ pub fn format_run(r: &CalibrationReport) -> String {
     for s in &r.skipped {
         let _ = writeln!(o, "skipped: {s}");
     }
+    for n in &r.notes {
+        let _ = writeln!(o, "note: {n}");
+    }
     o
 }
 
@@ -526,7 +536,7 @@ pub struct Options {
     /// The measurements.
     pub input: Input,
     /// The scenario naming model, GPU, layout and engine (per-step CSV and
-    /// `vllm bench serve` results need one).
+    /// the JSON serving results need one).
     pub scenario: Option<crate::config::LoadedScenario>,
     /// The engine profile to start from (default: the scenario's preset, or
     /// the engine the measurements name).
@@ -617,6 +627,9 @@ pub struct CalibrationReport {
     pub points: Vec<PointResult>,
     /// Measurements the input held that could not be used, and why.
     pub skipped: Vec<String>,
+    /// What the reader assumed that the input does not say (absent when nothing).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// Weakly determined parameters.
     pub warnings: Vec<String>,
 }
@@ -693,8 +706,8 @@ fn problem_of(opts: &Options, catalog: &Catalog) -> crate::Result<(Problem, Stri
                 p.points = keep;
             }
             let keys = match format {
-                inputs::Format::BenchJson => SERVING.to_vec(),
-                _ => STEPS.to_vec(),
+                inputs::Format::Steps | inputs::Format::Splitwise | inputs::Format::Offline => STEPS.to_vec(),
+                _ => SERVING.to_vec(),
             };
             Ok((p, preset, keys))
         }
@@ -790,6 +803,7 @@ pub fn run(opts: &Options, catalog: &Catalog) -> crate::Result<(CalibrationRepor
             })
             .collect(),
         skipped: problem.skipped.clone(),
+        notes: problem.notes.clone(),
         warnings: c.warnings.clone(),
     };
     Ok((calibration, profile))

@@ -157,7 +157,8 @@ pub fn blocks(lab: &Lab) -> Vec<Block> {
 /// simulated block.
 pub fn problem(lab: &Lab, filters: &[String]) -> crate::calibrate::Problem {
     use crate::calibrate::{How, Point, Problem, Sim, Stat};
-    let mut p = Problem { setups: Vec::new(), sims: Vec::new(), points: Vec::new(), skipped: Vec::new() };
+    let mut p =
+        Problem { setups: Vec::new(), sims: Vec::new(), points: Vec::new(), skipped: Vec::new(), notes: Vec::new() };
     for b in blocks(lab) {
         if !super::selects(filters, &b.id) {
             continue;
@@ -202,58 +203,90 @@ fn model_of(page: &str) -> Result<&'static str, String> {
     })
 }
 
-/// One block as a scenario.
-fn block(lab: &Lab, t: &Table, r: &[String]) -> Block {
-    let doc = t.get(r, "doc");
-    let (page, tag) =
-        lab.pages.iter().find_map(|(suffix, tag)| doc.strip_suffix(suffix).map(|p| (p, *tag))).unwrap_or((doc, ""));
-    let engine = t.get(r, "engine");
-    let cmd = t.get(r, "serving_command_effective");
-    let bench = t.get(r, "bench");
-    let n = t.num(r, "successful_requests");
-    let id = format!("{page}{tag} #{} {engine} {bench}", t.get(r, "block"));
-    let measured = [
-        ("TTFT p50 ms", t.num(r, "ttft_median_ms")),
-        ("TPOT p50 ms", t.num(r, "tpot_median_ms")),
-        ("output tok/s", t.num(r, "output_tok_s")),
-    ];
-    let preset = match engine {
-        "vLLM" => "vllm-v1",
-        "SGLang" => "sglang",
-        _ => "trtllm",
-    };
-    let block = |scenario: Result<String, String>| Block { id: id.clone(), preset, measured, scenario };
-    if t.missing(&["excluded"]).is_none() && !t.get(r, "excluded").is_empty() {
-        return block(Err(t.get(r, "excluded").to_string()));
-    }
-    let model = match model_of(page) {
-        Ok(m) => m,
-        Err(why) => return block(Err(why)),
-    };
+/// Why a result row is left out, by its own `excluded` column (empty or
+/// absent: it is not).
+pub fn excluded(t: &Table, r: &[String]) -> Option<String> {
+    (t.missing(&["excluded"]).is_none() && !t.get(r, "excluded").is_empty()).then(|| t.get(r, "excluded").to_string())
+}
+
+/// Field `name` of a row, or "" when the table has no such column.
+fn opt<'a>(t: &Table, r: &'a [String], name: &str) -> &'a str {
+    if t.missing(&[name]).is_none() { t.get(r, name) } else { "" }
+}
+
+/// Field `name` of a row as a number (NaN when absent, empty or not a number).
+fn opt_num(t: &Table, r: &[String], name: &str) -> f64 {
+    opt(t, r, name).trim().parse().unwrap_or(f64::NAN)
+}
+
+/// A result row's run, from its own columns: the requests, the layout, the
+/// weights, the engine flags of its serving command and its workload.
+#[derive(Debug, Clone)]
+pub struct RowRun {
+    /// Requests completed (`successful_requests`).
+    pub n: f64,
+    /// Tensor-parallel degree: `tp`, else `gpus_used` / pp.
+    pub tp: u32,
+    /// Pipeline-parallel degree (from the serving command; 1 without one).
+    pub pp: u32,
+    /// Whether the experts are spread over the GPUs (`expert_parallel` = True).
+    pub ep: bool,
+    /// Weight format from `weights` (GPUStack's `FP8 ckpt`, `AWQ ckpt`, else
+    /// bf16) or `dtype`; `None` when the table has neither.
+    pub dtype: Option<String>,
+    /// `[engine]` lines the serving command sets (`max_model_len = 32768`).
+    pub engine_keys: Vec<String>,
+    /// `[cost]` lines the serving command implies.
+    pub cost_keys: Vec<String>,
+    /// How the bench sent its requests.
+    pub arrival: crate::calibrate::runs::Arrival,
+    /// Its lengths: ShareGPT's for a `bench` starting with `SG`, else fixed.
+    pub lengths: crate::calibrate::runs::Lengths,
+}
+
+/// The run of a result row with columns `successful_requests`,
+/// `total_input_tokens`, `total_output_tokens`, `tp` or `gpus_used`, and
+/// optionally `max_concurrency` (a closed loop), `request_rate_rps` (Poisson),
+/// `serving_command_effective`, `weights` or `dtype`, `expert_parallel`,
+/// `bench`. `max_model_len`: the engine's context when the command sets
+/// none and one must be set. Err: why it cannot be simulated.
+pub fn row_run(t: &Table, r: &[String], max_model_len: Option<u32>) -> Result<RowRun, String> {
+    use crate::calibrate::runs::{Arrival, Lengths};
+    let cmd = opt(t, r, "serving_command_effective");
     if cmd.contains("--speculative") {
-        return block(Err(
-            "speculative decoding with a draft model whose acceptance rate the page does not give".into()
-        ));
+        return Err("speculative decoding with a draft model whose acceptance rate the page does not give".into());
     }
-    let dtype = match t.get(r, "weights") {
-        "FP8 ckpt" => "fp8",
-        "AWQ ckpt" => "int4",
-        _ => "bf16",
+    let n = opt_num(t, r, "successful_requests");
+    if !(n.is_finite() && n >= 1.0) {
+        return Err(format!("successful_requests must be a number >= 1, got {:?}", opt(t, r, "successful_requests")));
+    }
+    let dtype = match (t.missing(&["weights"]), opt(t, r, "weights"), opt(t, r, "dtype")) {
+        (None, "FP8 ckpt", _) => Some("fp8".to_string()),
+        (None, "AWQ ckpt", _) => Some("int4".to_string()),
+        (None, _, _) => Some("bf16".to_string()),
+        (Some(_), _, "") => None,
+        (Some(_), _, d) => Some(d.to_lowercase()),
     };
-    let gpus = t.num(r, "gpus_used") as u32;
     let pp: u32 = flag(cmd, &["-pp", "--pp-size", "--pipeline-parallel-size", "--pp_size"])
         .and_then(|v| v.parse().ok())
         .unwrap_or(1);
-    let tp = (gpus / pp).max(1);
-    let ep = t.get(r, "expert_parallel") == "True";
-    let mut engine_keys = vec![format!("preset = \"{preset}\"")];
+    let tp = match opt_num(t, r, "tp") {
+        tp if tp.is_finite() && tp >= 1.0 => tp as u32,
+        _ => {
+            let gpus = opt_num(t, r, "gpus_used");
+            if !(gpus.is_finite() && gpus >= 1.0) {
+                return Err("the row needs `tp` or `gpus_used`, a number >= 1".into());
+            }
+            (gpus as u32 / pp).max(1)
+        }
+    };
+    let ep = opt(t, r, "expert_parallel") == "True";
+    let mut engine_keys = Vec::new();
     let mut cost_keys = Vec::new();
     if let Some(v) = flag(cmd, &["--max-model-len", "--max_seq_len"]) {
         engine_keys.push(format!("max_model_len = {v}"));
-    } else if preset == "vllm-v1" && model == "qwen3-32b" && lab.gpu == "a100-80gb" {
-        // vLLM refuses Qwen3-32B's 40960-token context on one A100; the page's
-        // own vLLM command (section 1) sets --max-model-len 32768.
-        engine_keys.push("max_model_len = 32768".into());
+    } else if let Some(v) = max_model_len {
+        engine_keys.push(format!("max_model_len = {v}"));
     }
     if let Some(v) = flag(cmd, &["--max-num-batched-tokens", "--max_num_tokens"]) {
         engine_keys.push(format!("max_num_batched_tokens = {v}"));
@@ -274,34 +307,74 @@ fn block(lab: &Lab, t: &Table, r: &[String]) -> Block {
         // The scheduler runs one step ahead of the GPU (vllm/v1/core/sched/async_scheduler.py).
         cost_keys.push("cpu_overlap = 1.0".to_string());
     }
-    let (inp, outp) = (t.num(r, "total_input_tokens") / n, t.num(r, "total_output_tokens") / n);
-    let lengths = if bench.starts_with("SG") {
-        // ShareGPT as vllm bench samples it (prompt <= 1024, total <= 2048): the
-        // block's mean lengths, the dispersion of the filtered ShareGPT table.
-        format!(
-            "prompt_tokens = {{ dist = \"lognormal\", mean = {inp:.1}, cv = 0.863 }}\n\
-             output_tokens = {{ dist = \"lognormal\", mean = {outp:.1}, cv = 0.642 }}\n"
-        )
+    let (inp, outp) = (opt_num(t, r, "total_input_tokens") / n, opt_num(t, r, "total_output_tokens") / n);
+    if !(inp.is_finite() && inp >= 0.5 && outp.is_finite() && outp >= 0.0) {
+        return Err(
+            "total_input_tokens and total_output_tokens must be numbers, at least one prompt token a request".into()
+        );
+    }
+    let lengths = if opt(t, r, "bench").starts_with("SG") {
+        Lengths::ShareGpt { input: inp, output: outp }
     } else {
-        format!(
-            "prompt_tokens = {{ dist = \"fixed\", value = {} }}\noutput_tokens = {{ dist = \"fixed\", value = {} }}\n",
-            inp.round(),
-            outp.round().max(1.0)
-        )
+        Lengths::Fixed { input: inp, output: outp }
     };
-    let rate = if t.missing(&["request_rate_rps"]).is_none() { t.num(r, "request_rate_rps") } else { f64::NAN };
-    let arrival = match t.num(r, "max_concurrency") {
-        c if c.is_finite() => format!("arrival = \"closed-loop\"\nclosed_loop = {{ users = {c} }}\n"),
-        _ if rate.is_finite() => format!("arrival = \"poisson\"\nrate = {rate}\n"),
-        _ => "arrival = \"offline\"\n".into(),
+    let rate = opt_num(t, r, "request_rate_rps");
+    let arrival = match opt_num(t, r, "max_concurrency") {
+        c if c.is_finite() && c >= 1.0 => Arrival::Closed(c as u32),
+        _ if rate.is_finite() && rate > 0.0 => Arrival::Poisson(rate),
+        _ => Arrival::Offline,
     };
-    let pp_key = if pp > 1 { format!("pp = {pp}\n") } else { String::new() };
+    Ok(RowRun { n, tp, pp, ep, dtype, engine_keys, cost_keys, arrival, lengths })
+}
+
+/// One block as a scenario.
+fn block(lab: &Lab, t: &Table, r: &[String]) -> Block {
+    let doc = t.get(r, "doc");
+    let (page, tag) =
+        lab.pages.iter().find_map(|(suffix, tag)| doc.strip_suffix(suffix).map(|p| (p, *tag))).unwrap_or((doc, ""));
+    let engine = t.get(r, "engine");
+    let bench = t.get(r, "bench");
+    let id = format!("{page}{tag} #{} {engine} {bench}", t.get(r, "block"));
+    let measured = [
+        ("TTFT p50 ms", t.num(r, "ttft_median_ms")),
+        ("TPOT p50 ms", t.num(r, "tpot_median_ms")),
+        ("output tok/s", t.num(r, "output_tok_s")),
+    ];
+    let preset = match engine {
+        "vLLM" => "vllm-v1",
+        "SGLang" => "sglang",
+        _ => "trtllm",
+    };
+    let block = |scenario: Result<String, String>| Block { id: id.clone(), preset, measured, scenario };
+    if let Some(why) = excluded(t, r) {
+        return block(Err(why));
+    }
+    let model = match model_of(page) {
+        Ok(m) => m,
+        Err(why) => return block(Err(why)),
+    };
+    // vLLM refuses Qwen3-32B's 40960-token context on one A100; the page's
+    // own vLLM command (section 1) sets --max-model-len 32768.
+    let context = (preset == "vllm-v1" && model == "qwen3-32b" && lab.gpu == "a100-80gb").then_some(32768);
+    let run = match row_run(t, r, context) {
+        Ok(run) => run,
+        Err(why) => return block(Err(why)),
+    };
+    let mut engine_keys = vec![format!("preset = \"{preset}\"")];
+    engine_keys.extend(run.engine_keys);
+    let pp_key = if run.pp > 1 { format!("pp = {}\n", run.pp) } else { String::new() };
     block(Ok(format!(
-        "num_requests = {n}\nseed = 1\n[model]\nname = \"{model}\"\ndtype = \"{dtype}\"\n[hardware]\ngpu = \"{}\"\n\
-         tp = {tp}\n{pp_key}expert_parallel = {ep}\n[engine]\n{}\n[cost]\n{}\n[workload]\n{arrival}{lengths}\
+        "num_requests = {}\nseed = 1\n[model]\nname = \"{model}\"\ndtype = \"{}\"\n[hardware]\ngpu = \"{}\"\n\
+         tp = {}\n{pp_key}expert_parallel = {}\n[engine]\n{}\n[cost]\n{}\n[workload]\n{}{}\
          on_too_long = \"clip\"\n",
+        run.n,
+        run.dtype.as_deref().unwrap_or("bf16"),
         lab.gpu,
+        run.tp,
+        run.ep,
         engine_keys.join("\n"),
-        cost_keys.join("\n"),
+        run.cost_keys.join("\n"),
+        run.arrival.toml(),
+        run.lengths.toml(),
     )))
 }

@@ -335,3 +335,64 @@ fn splitwise_input_honours_the_scenarios_cost_keys() {
         assert!((b - a - 50.0).abs() < 1e-6, "{a} -> {b}");
     }
 }
+
+/// Calibrates on a fixture of tests/data/calibrate/ (each tool's schema
+/// written by hand, its statistics servesim's own predictions with
+/// `cost.step_overhead_ms` = 1.2, rounded): the fit of the step overhead
+/// from the profile's value lowers the error to about nothing and lands on
+/// the overhead that made the numbers.
+fn calibrate_recovers_the_fixture_overhead(file: &str) -> servesim::calibrate::CalibrationReport {
+    let catalog = Catalog::builtin().unwrap();
+    let dir = Path::new("tests/data/calibrate");
+    let text = std::fs::read_to_string(dir.join("scenario.toml")).unwrap();
+    let loaded = load_scenario_str(&text, &dir.join("scenario.toml"), &[]).unwrap();
+    let opts = Options {
+        input: Input::File(dir.join(file)),
+        scenario: Some(loaded),
+        preset: None,
+        fit: vec!["step_overhead_ms".into()],
+        folds: 3,
+        rows: Vec::new(),
+        name: None,
+    };
+    let (calibration, _) = servesim::calibrate::run(&opts, &catalog).unwrap();
+    let sse = |pred: fn(&servesim::calibrate::PointResult) -> f64| -> f64 {
+        calibration.points.iter().map(|p| (pred(p) / p.measured).ln().powi(2)).sum()
+    };
+    let (before, fitted) = (sse(|p| p.before), sse(|p| p.fitted));
+    assert!(fitted < 0.01 * before, "{file}: sum of squared log errors {before} -> {fitted}");
+    let before = calibration.before.unwrap();
+    let fit = calibration.in_sample.unwrap();
+    assert!(before.median_abs > 0.05 && fit.median_abs < 0.01, "{file}: {before:?} -> {fit:?}");
+    let v = calibration.params[0].value;
+    assert!((v - 1.2).abs() < 0.05, "{file}: step overhead {v}");
+    assert!(!calibration.notes.is_empty(), "{file}: the mean-lengths note");
+    calibration
+}
+
+#[test]
+fn calibrate_fits_a_vllm_bench_aggregate_result() {
+    let c = calibrate_recovers_the_fixture_overhead("vllm_aggregate.json");
+    assert_eq!(c.points.len(), 7);
+}
+
+#[test]
+fn calibrate_fits_a_guidellm_report() {
+    let c = calibrate_recovers_the_fixture_overhead("guidellm_report.json");
+    assert_eq!(c.points.len(), 39, "13 points in each of 3 benchmarks");
+    assert!(c.held_out.is_some(), "benchmarks are held out in turn");
+}
+
+#[test]
+fn calibrate_fits_a_genai_perf_export() {
+    let c = calibrate_recovers_the_fixture_overhead("genai_perf_profile_export_genai_perf.json");
+    assert_eq!(c.points.len(), 11);
+}
+
+#[test]
+fn calibrate_fits_a_serving_results_table() {
+    let c = calibrate_recovers_the_fixture_overhead("serving_results.csv");
+    assert_eq!(c.points.len(), 18);
+    assert_eq!(c.skipped.len(), 1, "the row of a model the catalogue lacks");
+    assert!(c.held_out.is_some(), "rows are held out in turn");
+}
