@@ -619,10 +619,12 @@ mod tests {
         assert!(ep.expert_parallel && !tp.expert_parallel);
         // 4 whole experts of 8 hold as much as half of every expert.
         assert!((ep.weights_gib_per_gpu / tp.weights_gib_per_gpu - 1.0).abs() < 1e-9);
-        // tp = 16 over 8 experts: one whole expert each (8 GPUs idle in the FFN),
+        // tp = 16 (a GB200 NVL72 domain) over 8 experts: one whole expert each (8 GPUs idle in the FFN),
         // more than the 1/16 of every expert tensor parallelism would hold.
-        let ep16 = plan_for("mixtral-8x7b", &["hardware.tp=16", "hardware.expert_parallel=true"]).unwrap();
-        let tp16 = plan_for("mixtral-8x7b", &["hardware.tp=16"]).unwrap();
+        let ep16 =
+            plan_for("mixtral-8x7b", &["hardware.tp=16", "hardware.gpu=\"gb200\"", "hardware.expert_parallel=true"])
+                .unwrap();
+        let tp16 = plan_for("mixtral-8x7b", &["hardware.tp=16", "hardware.gpu=\"gb200\""]).unwrap();
         assert_eq!(ep16.experts_per_gpu, 1);
         assert!(ep16.weights_gib_per_gpu > tp16.weights_gib_per_gpu * 1.5);
     }

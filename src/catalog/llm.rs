@@ -351,7 +351,7 @@ impl LlmSpec {
     fn kv_bytes_per_token_layer(&self, tp: f64, bytes: f64) -> f64 {
         match &self.mla {
             Some(m) => (m.kv_lora_rank + m.qk_rope_head_dim) as f64 * bytes,
-            None => self.kv_bytes_per_token(1.0, tp, bytes),
+            None => 2.0 * (self.num_kv_heads as f64 / tp).ceil() * self.head_dim as f64 * bytes,
         }
     }
 

@@ -203,6 +203,22 @@ fn model_of(page: &str) -> Result<&'static str, String> {
     })
 }
 
+/// The shortest TPOT a decode step of `model` can take on `gpu`, ms: every
+/// GPU reads its share of the weights once per step at the GPU's peak
+/// memory bandwidth (0 when the model or GPU is unknown).
+fn tpot_floor_ms(model: &str, gpu: &str, tp: u32, pp: u32, dtype: Option<&str>) -> f64 {
+    static CATALOG: std::sync::OnceLock<Option<crate::Catalog>> = std::sync::OnceLock::new();
+    let Some(c) = CATALOG.get_or_init(|| crate::Catalog::builtin().ok()) else { return 0.0 };
+    let (Some(m), Some(g)) = (c.model(model), c.gpu(gpu)) else { return 0.0 };
+    let bytes = match dtype {
+        Some("fp8") => 1.0,
+        Some("int4") => 0.5,
+        _ => 2.0,
+    };
+    let layout = crate::cost::Layout { tp, pp, ..crate::cost::Layout::tensor(tp) };
+    crate::memory::weight_bytes_per_gpu(&m.spec, &layout, bytes) / (g.spec.memory_bandwidth_gbps * 1e9) * 1e3
+}
+
 /// Why a result row is left out, by its own `excluded` column (empty or
 /// absent: it is not).
 pub fn excluded(t: &Table, r: &[String]) -> Option<String> {
@@ -335,7 +351,7 @@ fn block(lab: &Lab, t: &Table, r: &[String]) -> Block {
     let engine = t.get(r, "engine");
     let bench = t.get(r, "bench");
     let id = format!("{page}{tag} #{} {engine} {bench}", t.get(r, "block"));
-    let measured = [
+    let mut measured = [
         ("TTFT p50 ms", t.num(r, "ttft_median_ms")),
         ("TPOT p50 ms", t.num(r, "tpot_median_ms")),
         ("output tok/s", t.num(r, "output_tok_s")),
@@ -345,36 +361,45 @@ fn block(lab: &Lab, t: &Table, r: &[String]) -> Block {
         "SGLang" => "sglang",
         _ => "trtllm",
     };
-    let block = |scenario: Result<String, String>| Block { id: id.clone(), preset, measured, scenario };
+    let block = |scenario: Result<String, String>, measured| Block { id: id.clone(), preset, measured, scenario };
     if let Some(why) = excluded(t, r) {
-        return block(Err(why));
+        return block(Err(why), measured);
     }
     let model = match model_of(page) {
         Ok(m) => m,
-        Err(why) => return block(Err(why)),
+        Err(why) => return block(Err(why), measured),
     };
     // vLLM refuses Qwen3-32B's 40960-token context on one A100; the page's
     // own vLLM command (section 1) sets --max-model-len 32768.
     let context = (preset == "vllm-v1" && model == "qwen3-32b" && lab.gpu == "a100-80gb").then_some(32768);
     let run = match row_run(t, r, context) {
         Ok(run) => run,
-        Err(why) => return block(Err(why)),
+        Err(why) => return block(Err(why), measured),
     };
+    if measured[1].1 < tpot_floor_ms(model, lab.gpu, run.tp, run.pp, run.dtype.as_deref()) {
+        // A median TPOT shorter than reading the weights once cannot be a
+        // decode step: the client got its tokens in bursts (Qwen3.5's pages,
+        // 0.0-5 ms). The TTFT and throughput of the block still count.
+        measured[1].1 = f64::NAN;
+    }
     let mut engine_keys = vec![format!("preset = \"{preset}\"")];
     engine_keys.extend(run.engine_keys);
     let pp_key = if run.pp > 1 { format!("pp = {}\n", run.pp) } else { String::new() };
-    block(Ok(format!(
-        "num_requests = {}\nseed = 1\n[model]\nname = \"{model}\"\ndtype = \"{}\"\n[hardware]\ngpu = \"{}\"\n\
+    block(
+        Ok(format!(
+            "num_requests = {}\nseed = 1\n[model]\nname = \"{model}\"\ndtype = \"{}\"\n[hardware]\ngpu = \"{}\"\n\
          tp = {}\n{pp_key}expert_parallel = {}\n[engine]\n{}\n[cost]\n{}\n[workload]\n{}{}\
          on_too_long = \"clip\"\n",
-        run.n,
-        run.dtype.as_deref().unwrap_or("bf16"),
-        lab.gpu,
-        run.tp,
-        run.ep,
-        engine_keys.join("\n"),
-        run.cost_keys.join("\n"),
-        run.arrival.toml(),
-        run.lengths.toml(),
-    )))
+            run.n,
+            run.dtype.as_deref().unwrap_or("bf16"),
+            lab.gpu,
+            run.tp,
+            run.ep,
+            engine_keys.join("\n"),
+            run.cost_keys.join("\n"),
+            run.arrival.toml(),
+            run.lengths.toml(),
+        )),
+        measured,
+    )
 }

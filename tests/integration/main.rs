@@ -18,6 +18,7 @@ mod hostile;
 mod invariants;
 mod kv_offload;
 mod lora;
+mod models;
 mod parallelism;
 mod plan;
 mod playground;

@@ -126,12 +126,14 @@ fn capacity_carries_the_model_error_band() {
     let (lo, hi) = c.model_range.expect("a validated band gives a model range");
     let mean = c.rate.mean;
     assert!(lo < mean && hi > mean, "range [{lo}, {hi}] around {:?}", c.rate);
-    // About the first search's answer / (1 ± band): a TPOT-bound capacity is
-    // not exactly proportional to 1 / step time (the objective is in
-    // absolute ms), and the front end is not scaled.
+    // At least the first search's answer / (1 ± band), and not absurdly more:
+    // capacity scales with 1 / step time, and faster than that when the
+    // objective is an absolute TPOT (a step 1.5× slower misses a fixed 50 ms
+    // at a lower load than 1/1.5 of it); the front end is not scaled.
     let first = c.per_replication[0];
-    assert!((lo / (first / (1.0 + b)) - 1.0).abs() < 0.2, "slow {lo} vs {}", first / (1.0 + b));
-    assert!((hi / (first / (1.0 - b)) - 1.0).abs() < 0.2, "fast {hi} vs {}", first / (1.0 - b));
+    let (slow, fast) = (first / (1.0 + b), first / (1.0 - b));
+    assert!(lo <= slow * 1.2 && lo >= first / (1.0 + b).powi(3), "slow {lo} vs {slow}");
+    assert!(hi >= fast * 0.8 && hi <= first / (1.0 - b).powi(3), "fast {hi} vs {fast}");
     assert!(c.model_error.describe().contains("throughput") && c.model_error.describe().contains("covers 80%"));
     // Without a validated profile there is no range to give.
     let legacy = load_scenario_str(text, Path::new("quickstart.toml"), &["num_requests=300".into()]).unwrap();

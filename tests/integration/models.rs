@@ -1,0 +1,184 @@
+//! The architectures of Step 11 (issue 24, section 3): per-layer attention
+//! kinds, MLA, linear attention, MXFP4 experts, and the GPUs' NVLink domain.
+//! Each expectation is the arithmetic of the model's public config, worked
+//! out in docs/research/architectures-and-gpus.md.
+
+use crate::common;
+
+use servesim::Catalog;
+use servesim::catalog::LlmSpec;
+use servesim::config::{CostConfig, Dtype, KvDtype};
+use servesim::cost::{KernelModel, Layout, StepBatch, StepCostModel};
+
+fn llm(name: &str) -> LlmSpec {
+    Catalog::builtin().unwrap().model(name).unwrap().spec.clone()
+}
+
+fn close(got: f64, want: f64, rel: f64) -> bool {
+    (got / want - 1.0).abs() <= rel
+}
+
+#[test]
+fn parameter_counts_match_the_published_totals() {
+    // Model cards / READMEs: gpt-oss 116.8B and 20.9B (biases, 0.03 %, left
+    // out), DeepSeek-V3 671B without its MTP module, Qwen3.5-9B's GGUF 8.95B,
+    // Qwen3-Next 79.7B from its config.
+    for (name, total) in [
+        ("gpt-oss-120b", 116.8e9),
+        ("gpt-oss-20b", 20.9e9),
+        ("deepseek-v3", 671.0e9),
+        ("qwen3.5-9b", 8.95e9),
+        ("qwen3-next-80b-a3b", 79.7e9),
+    ] {
+        let p = llm(name).total_params();
+        assert!(close(p, total, 0.002), "{name}: {p:.4e} parameters, published {total:.4e}");
+    }
+}
+
+#[test]
+fn kv_bytes_per_token_count_only_the_layers_that_keep_every_token() {
+    // gpt-oss-120b: 18 full layers × K and V × 8 heads × 64 × 2 B.
+    let oss = llm("gpt-oss-120b");
+    assert_eq!(oss.kv_bytes_per_token(36.0, 1.0, 2.0), 36_864.0);
+    // Its 18 sliding layers hold the window plus one partly filled block.
+    assert_eq!(oss.seq_state_bytes(36.0, 1.0, 2.0, 16), 18.0 * 2048.0 * (128.0 + 16.0));
+    // Qwen3.5-9B: 8 full-attention layers × 2 × 4 × 256 × 2 B; its 24
+    // DeltaNet layers hold 32 value heads × 128 × 128 in FP32 (48 MiB) plus
+    // three convolution inputs of 2·16·128 + 32·128 in BF16.
+    let q = llm("qwen3.5-9b");
+    assert_eq!(q.kv_bytes_per_token(32.0, 1.0, 2.0), 32_768.0);
+    let state = 24.0 * (32.0 * 128.0 * 128.0 * 4.0 + 3.0 * 8192.0 * 2.0);
+    assert_eq!(q.seq_state_bytes(32.0, 1.0, 2.0, 16), state);
+    // Halved under tp 2 (heads split).
+    assert_eq!(q.seq_state_bytes(32.0, 2.0, 2.0, 16), state / 2.0);
+    // DeepSeek-V3: MLA's latent (512) and rotary key (64) per layer, 61 layers,
+    // replicated on every tensor-parallel GPU.
+    let ds = llm("deepseek-v3");
+    assert_eq!(ds.kv_bytes_per_token(61.0, 1.0, 2.0), 70_272.0);
+    assert_eq!(ds.kv_bytes_per_token(61.0, 8.0, 2.0), 70_272.0);
+    assert_eq!(ds.seq_state_bytes(61.0, 8.0, 2.0, 64), 0.0);
+    // A uniform model keeps today's arithmetic.
+    let l = llm("llama-3.1-8b");
+    assert_eq!(l.kv_bytes_per_token(32.0, 1.0, 2.0), 131_072.0);
+    assert_eq!(l.seq_state_bytes(32.0, 1.0, 2.0, 16), 0.0);
+}
+
+const GPT_OSS: &str = r#"
+num_requests = 50
+seed = 3
+[model]
+name = "gpt-oss-120b"
+[hardware]
+gpu = "h100-sxm"
+tp = 1
+[engine]
+preset = "vllm-v1"
+max_model_len = 32768
+[workload]
+arrival = "poisson"
+rate = 5.0
+prompt_tokens = { dist = "fixed", value = 1000 }
+output_tokens = { dist = "fixed", value = 100 }
+"#;
+
+#[test]
+fn mxfp4_experts_take_their_own_bytes_and_state_is_reserved_per_sequence() {
+    let s = common::setup(GPT_OSS, &[]);
+    let m = &s.pools[0].memory;
+    // The model card's 60.8 GiB checkpoint: experts at 4.25 bits, the rest BF16.
+    assert!(close(m.weights_gib_per_gpu, 60.8, 0.01), "weights {} GiB", m.weights_gib_per_gpu);
+    assert_eq!(m.kv_bytes_per_token_per_gpu, 36_864.0);
+    assert!(m.formula.contains("per-sequence state"), "{}", m.formula);
+    // The same model with every layer attending fully holds more per token and no state.
+    let mut full = llm("gpt-oss-120b");
+    full.sliding_window = None;
+    full.sliding_window_layers = None;
+    assert_eq!(full.kv_bytes_per_token(36.0, 1.0, 2.0), 2.0 * 36_864.0);
+    let r = servesim::run_setup(&s, 3);
+    assert_eq!(r.summary.metrics.completed, r.summary.metrics.measured_requests);
+    assert!(r.summary.metrics.completed > 0);
+}
+
+fn decode(b: u32, ctx: f64) -> StepBatch {
+    StepBatch { decode_seqs: b, decode_ctx_tokens: b as f64 * ctx, logits: b, ..Default::default() }
+}
+
+fn step(l: &LlmSpec, gpu: &str, b: &StepBatch) -> f64 {
+    let g = Catalog::builtin().unwrap().gpu(gpu).unwrap().spec.clone();
+    let cost = CostConfig { step_overhead_ms: 0.0, ..CostConfig::default() };
+    KernelModel::new(l, &g, &Layout::tensor(1), Dtype::Bf16, KvDtype::Bf16, &cost).step(b).time
+}
+
+#[test]
+fn attention_grows_with_context_only_in_the_layers_that_read_it() {
+    // Qwen3.5-9B: going from 1K to 32K tokens of context costs only its 8
+    // full-attention layers, a quarter of what the same model pays when
+    // all 32 layers attend fully.
+    let hybrid = llm("qwen3.5-9b");
+    let mut dense = hybrid.clone();
+    dense.linear_attention = None;
+    let grow = |l: &LlmSpec| step(l, "h100-sxm", &decode(64, 32_768.0)) - step(l, "h100-sxm", &decode(64, 1024.0));
+    let ratio = grow(&hybrid) / grow(&dense);
+    assert!((0.2..0.3).contains(&ratio), "context growth hybrid / all-full = {ratio}");
+    // gpt-oss: the sliding layers read at most 128 keys, so long contexts
+    // cost about half of what they would with every layer full.
+    let oss = llm("gpt-oss-120b");
+    let mut full = oss.clone();
+    full.sliding_window = None;
+    full.sliding_window_layers = None;
+    let r = grow(&oss) / grow(&full);
+    assert!((0.45..0.55).contains(&r), "context growth sliding / full = {r}");
+}
+
+#[test]
+fn mla_attention_reads_the_latent_not_per_head_keys() {
+    // DeepSeek-V3 at tp 8: decode attention reads 576 elements per token and
+    // layer. Its context growth per token is far below a GQA model with 128
+    // KV heads of 128 (the config's nominal shape).
+    let ds = llm("deepseek-v3");
+    let mut gqa = ds.clone();
+    gqa.mla = None;
+    let g = Catalog::builtin().unwrap().gpu("h200").unwrap().spec.clone();
+    let cost = CostConfig { step_overhead_ms: 0.0, ..CostConfig::default() };
+    let time = |l: &LlmSpec, ctx: f64| {
+        KernelModel::new(l, &g, &Layout::tensor(8), Dtype::Fp8, KvDtype::Bf16, &cost).step(&decode(32, ctx)).time
+    };
+    let mla = time(&ds, 16_384.0) - time(&ds, 1024.0);
+    let nominal = time(&gqa, 16_384.0) - time(&gqa, 1024.0);
+    assert!(mla > 0.0 && mla < nominal / 3.0, "MLA {mla} s vs nominal GQA {nominal} s");
+}
+
+#[test]
+fn tensor_parallelism_stays_inside_the_nvlink_domain() {
+    let base = r#"
+num_requests = 10
+[model]
+name = "llama-3.1-405b"
+dtype = "fp8"
+[hardware]
+gpu = "GPU"
+tp = 16
+[workload]
+arrival = "poisson"
+rate = 1.0
+prompt_tokens = { dist = "fixed", value = 100 }
+output_tokens = { dist = "fixed", value = 10 }
+"#;
+    let err = common::config_error(&base.replace("GPU", "h100-sxm"), &[]);
+    assert!(err.contains("hardware.tp") && err.contains("NVLink domain") && err.contains("gb200"), "{err}");
+    // A GB200 NVL72 rack joins 72 GPUs.
+    assert_eq!(common::config_error(&base.replace("GPU", "gb200"), &[]), "");
+}
+
+#[test]
+fn hybrid_fields_are_checked() {
+    let mut l = llm("gpt-oss-20b");
+    l.sliding_window = None;
+    assert!(l.validate().unwrap_err().contains("sliding_window"));
+    let mut q = llm("qwen3.5-9b");
+    q.linear_attention.as_mut().unwrap().layers = 32;
+    assert!(q.validate().unwrap_err().contains("linear_attention.layers"));
+    let mut d = llm("llama-3.1-8b");
+    d.expert_weight_bits = Some(4.25);
+    assert!(d.validate().unwrap_err().contains("MoE"));
+}
