@@ -51,6 +51,12 @@ $bin calibrate validation:gpustack-serve --preset vllm-v1 \
 $bin calibrate validation:gpustack-serve --models output/calibrate-vllm-v1-dense --preset vllm-v1-dense \
   --rows "glm-4.5-air #1 |glm-4.5-air #7 |glm-4.5-air #8 |glm-4.5-air #9 |glm-4.5-air #10 |qwen3-235b-a22b #1 |qwen3-235b-a22b #8 |qwen3-235b-a22b #9 |qwen3-235b-a22b #10 |qwen3-235b-a22b #11 " \
   --fit moe_efficiency_scale --name vllm-v1 --out output/calibrate-vllm-v1
+# Stage 3 (Step 11) -- MXFP4 experts (gpt-oss) under vLLM: the served 4-bit
+# fused-MoE layers against the isolated timings, on GPUStack's A100 gpt-oss
+# blocks (both models, every workload); the H100 gpt-oss blocks are held out
+# (median 18.5 % with this value, against 55 % with the BF16 MoE scale).
+$bin calibrate validation:gpustack-serve --preset vllm-v1 --rows "gpt-oss" --rows "vLLM" \
+  --fit w4_moe_efficiency_scale --folds 3 --name vllm-v1-w4 --out output/calibrate-vllm-v1-w4
 # vllm-v0-eager -- the host-side costs of vLLM as Splitwise measured it in 2023
 # (eager steps: a launch floor per layer, a driver cost per step and per
 # sequence), fitted on Llama-2-70B at TP 2 and 4 on DGX-A100; TP 8 is held out

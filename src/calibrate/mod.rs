@@ -159,6 +159,7 @@ pub const FITTABLE: &[(&str, f64, f64, f64)] = &[
     ("cost.gemm_efficiency_scale", 0.2, 2.0, 0.1),
     ("cost.attention_efficiency_scale", 0.2, 2.0, 0.1),
     ("cost.moe_efficiency_scale", 0.2, 2.0, 0.1),
+    ("cost.w4_moe_efficiency_scale", 0.2, 2.0, 0.1),
     ("cost.cpu_overlap", 0.0, 1.0, 0.1),
     ("cost.eager_launch_us_per_layer", 0.0, 5000.0, 50.0),
     ("cost.comm_overlap", 0.0, 1.0, 0.1),
@@ -725,6 +726,10 @@ fn initial_value(profile: Option<&crate::catalog::EngineProfile>, key: &str) -> 
         "engine" => toml::Table::try_from(crate::config::EngineConfig::default()).ok().and_then(|t| t.get(k).cloned()),
         _ => toml::Table::try_from(CostConfig::default()).ok().and_then(|t| t.get(k).cloned()),
     };
+    if from_profile.is_none() && k == "w4_moe_efficiency_scale" {
+        // Unset, 4-bit experts run at the MoE scale.
+        return initial_value(profile, "cost.moe_efficiency_scale");
+    }
     from_profile
         .cloned()
         .or(default)

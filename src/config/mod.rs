@@ -816,6 +816,11 @@ pub struct CostConfig {
     /// `kernel` model: the engine's fused-MoE kernels relative to the measured
     /// ones (scales both their compute and their weight streaming).
     pub moe_efficiency_scale: f64,
+    /// `kernel` model: the fused-MoE kernels of experts stored in a 4-bit
+    /// format (a model's `expert_weight_bits` at most 4.5: MXFP4) relative to
+    /// the measured ones, in place of `moe_efficiency_scale` (unset: that one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub w4_moe_efficiency_scale: Option<f64>,
     /// `kernel` model: CPU time to launch one layer's kernels on a step that
     /// runs without a CUDA graph (Python dispatch, kernel and NCCL launches),
     /// µs. The GPU cannot run ahead of the launches: such a step takes at
@@ -861,6 +866,7 @@ impl Default for CostConfig {
             gemm_efficiency_scale: 1.0,
             attention_efficiency_scale: 1.0,
             moe_efficiency_scale: 1.0,
+            w4_moe_efficiency_scale: None,
             eager_launch_us_per_layer: 0.0,
             graph_capture: GraphCapture::DecodeBatch,
             step_time_scale: 1.0,

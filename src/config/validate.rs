@@ -321,6 +321,7 @@ impl Scenario {
             ("cost.gemm_efficiency_scale", c.gemm_efficiency_scale),
             ("cost.attention_efficiency_scale", c.attention_efficiency_scale),
             ("cost.moe_efficiency_scale", c.moe_efficiency_scale),
+            ("cost.w4_moe_efficiency_scale", c.w4_moe_efficiency_scale.unwrap_or(1.0)),
         ] {
             within(k, v, 0.0, 2.0, "1 keeps the GPU's measured kernel efficiency")?;
         }

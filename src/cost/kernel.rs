@@ -424,7 +424,10 @@ impl KernelModel {
         KernelModel {
             peak_flops: if path == Path::W8A8 { kern.peak_fp8 } else { kern.peak_bf16 },
             gemm_eff: cost.gemm_efficiency_scale,
-            moe_eff: cost.moe_efficiency_scale,
+            moe_eff: match llm.expert_weight_bits {
+                Some(bits) if bits <= 4.5 => cost.w4_moe_efficiency_scale.unwrap_or(cost.moe_efficiency_scale),
+                _ => cost.moe_efficiency_scale,
+            },
             attn_eff: cost.attention_efficiency_scale,
             layers: stage,
             model_layers: total,
@@ -557,17 +560,7 @@ impl KernelModel {
         if b.prefill_tokens > 0 {
             let p = b.prefill_tokens as f64 * inv_m;
             let hd = kind.prefill_head_dim;
-            // A query reads at most the window's keys where the engine keeps only
-            // the window (hybrid models); a model whose every layer slides keeps
-            // the prefill cost of full attention (the Mistral-7B rows of the
-            // TensorRT-LLM table fit that, not the capped cost).
-            let (pairs, ctx) = match kind.window.filter(|_| !kind.kv_per_token) {
-                Some(w) => (
-                    b.prefill_attn_pairs.min(b.prefill_tokens as f64 * w),
-                    b.prefill_ctx_tokens.min(b.prefill_seqs as f64 * w),
-                ),
-                None => (b.prefill_attn_pairs, b.prefill_ctx_tokens),
-            };
+            let (pairs, ctx) = b.prefill_reads(kind);
             let pairs = pairs * inv_m;
             let f = 4.0 * heads * hd * pairs;
             let by = kv * (ctx * inv_m + p) + p * 2.0 * heads * hd * ACT;

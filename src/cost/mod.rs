@@ -42,6 +42,21 @@ pub struct StepBatch {
 }
 
 impl StepBatch {
+    /// (query-key pairs, cached tokens read) of the step's prefill chunks in
+    /// one attention layer of `kind`. A query reads at most the window's keys
+    /// where the engine keeps only the window (hybrid models); a model whose
+    /// every layer slides keeps the prefill cost of full attention (the
+    /// Mistral-7B rows of the TensorRT-LLM table fit that, not the capped cost).
+    pub fn prefill_reads(&self, kind: &crate::catalog::AttnKind) -> (f64, f64) {
+        match kind.window.filter(|_| !kind.kv_per_token) {
+            Some(w) => (
+                self.prefill_attn_pairs.min(self.prefill_tokens as f64 * w),
+                self.prefill_ctx_tokens.min(self.prefill_seqs as f64 * w),
+            ),
+            None => (self.prefill_attn_pairs, self.prefill_ctx_tokens),
+        }
+    }
+
     /// A step of `seqs` decoding sequences reading `ctx_tokens` of KV in
     /// all, each verifying `spec_tokens` draft tokens (0: no speculation).
     pub fn decoding(seqs: u32, ctx_tokens: f64, spec_tokens: u32) -> StepBatch {

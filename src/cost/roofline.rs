@@ -281,17 +281,7 @@ impl Roofline {
         if b.prefill_tokens > 0 {
             let p = b.prefill_tokens as f64 * inv_m;
             let hd = kind.prefill_head_dim;
-            // A query reads at most the window's keys where the engine keeps only
-            // the window (hybrid models); a model whose every layer slides keeps
-            // the prefill cost of full attention (the Mistral-7B rows of the
-            // TensorRT-LLM table fit that, not the capped cost).
-            let (pairs, ctx) = match kind.window.filter(|_| !kind.kv_per_token) {
-                Some(w) => (
-                    b.prefill_attn_pairs.min(b.prefill_tokens as f64 * w),
-                    b.prefill_ctx_tokens.min(b.prefill_seqs as f64 * w),
-                ),
-                None => (b.prefill_attn_pairs, b.prefill_ctx_tokens),
-            };
+            let (pairs, ctx) = b.prefill_reads(kind);
             *lt += self.op(
                 4.0 * heads * hd * pairs * inv_m,
                 kind.kv_bytes_per_token * (ctx * inv_m + p) + p * (2.0 * heads * hd * ACT),
