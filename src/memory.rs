@@ -503,14 +503,23 @@ pub fn sglang_mem_fraction(gpu: &GpuSpec, e: &crate::config::EngineConfig, tp: u
 fn no_fit(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario, weights: f64, usable: f64, other: f64) -> ConfigError {
     let layout = Layout::from_hardware(&s.hardware);
     let (tp, pp) = (layout.tp, layout.pp);
+    let dt = s.model.dtype.bytes();
+    // TensorRT-LLM's plan counts the memory left after the weights (and the
+    // activations and reserve): the GPU's share before them is that plus them.
+    let usable = if s.engine.memory_plan == MemoryPlanKind::Trtllm {
+        usable + weight_bytes_per_gpu(llm, &layout, dt) + other
+    } else {
+        usable
+    };
     // A layout "fits" when it leaves at least 1 GiB per GPU for the KV cache.
     let fits = |l: Layout, wbytes: f64| weight_bytes_per_gpu(llm, &l, wbytes) + other < usable - GIB;
-    let dt = s.model.dtype.bytes();
     let mut fix = Vec::new();
-    if let Some(t) = [2u32, 4, 8, 16]
-        .into_iter()
-        .find(|&t| t > tp && llm.num_attention_heads.is_multiple_of(t) && fits(Layout { tp: t, ..layout }, dt))
-    {
+    if let Some(t) = [2u32, 4, 8, 16, 32, 64].into_iter().find(|&t| {
+        t > tp
+            && t <= gpu.scale_up_gpus
+            && llm.num_attention_heads.is_multiple_of(t)
+            && fits(Layout { tp: t, ..layout }, dt)
+    }) {
         fix.push(format!("use tp = {t} or more"));
     }
     if let Some(p) = [2u32, 4, 8, 16]

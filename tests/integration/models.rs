@@ -182,3 +182,19 @@ fn hybrid_fields_are_checked() {
     d.expert_weight_bits = Some(4.25);
     assert!(d.validate().unwrap_err().contains("MoE"));
 }
+
+#[test]
+fn a_model_too_big_for_one_domain_gets_a_fix_inside_it() {
+    // DeepSeek-V3 in FP8 (627 GiB) does not fit 8 × H100 under any engine;
+    // the error says how much the GPUs hold (never a negative amount, as
+    // TensorRT-LLM's plan once printed) and suggests no tp beyond the domain.
+    let text = GPT_OSS
+        .replace("gpt-oss-120b", "deepseek-v3\"\ndtype = \"fp8")
+        .replace("tp = 1", "tp = 8")
+        .replace("max_model_len = 32768", "max_model_len = 16384");
+    for preset in ["vllm-v1", "sglang", "trtllm"] {
+        let err = common::config_error(&text.replace("vllm-v1", preset), &[]);
+        assert!(err.contains("needs 626.7 GiB") && err.contains("8 × H100-SXM holds"), "{preset}: {err}");
+        assert!(!err.contains("holds -") && !err.contains("tp = 16"), "{preset}: {err}");
+    }
+}
