@@ -339,7 +339,15 @@ pub fn engine_line(scenario: &crate::config::Scenario, catalog: &crate::Catalog)
     let place = if first.same_gpu {
         format!("validated on {gpu}")
     } else {
-        format!("NOT validated on {gpu}; nearest validated class {} ({})", first.gpu, first.distance)
+        // A GPU without measured kernel tables runs on generic kernel values too.
+        let generic = catalog.gpu(&scenario.hardware.gpu).is_some_and(|e| e.spec.kernels.is_none())
+            && scenario.cost.model == crate::config::CostModelKind::Kernel;
+        format!(
+            "NOT validated on {gpu}{}; nearest validated class {} ({})",
+            if generic { " (no measured kernel tables: generic kernel values)" } else { "" },
+            first.gpu,
+            first.distance
+        )
     };
     format!(
         "Engine: {what}, {model} cost model; {place}: {} (80% of held-out serving runs; docs/fidelity.md)",
