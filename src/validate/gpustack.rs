@@ -337,6 +337,10 @@ pub fn row_run(t: &Table, r: &[String], max_model_len: Option<u32>) -> Result<Ro
     let rate = opt_num(t, r, "request_rate_rps");
     let arrival = match opt_num(t, r, "max_concurrency") {
         c if c.is_finite() && c >= 1.0 => Arrival::Closed(c as u32),
+        // GuideLLM's constant strategy (Qwen3.5's pages, per the row's notes).
+        _ if rate.is_finite() && rate > 0.0 && opt(t, r, "notes").contains("constant-interval") => {
+            Arrival::Constant(rate)
+        }
         _ if rate.is_finite() && rate > 0.0 => Arrival::Poisson(rate),
         _ => Arrival::Offline,
     };
