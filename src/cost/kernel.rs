@@ -328,41 +328,7 @@ impl KernelModel {
         // Linear-attention layers of the stage; the others run softmax attention.
         let lin = llm.linear_attention.as_ref().map_or(0.0, |l| l.layers as f64);
         let soft = if lin == 0.0 { stage } else { stage * (total - lin) / total };
-        let mut gemms = match &llm.mla {
-            // MLA: the query down/up projections, the latent and rotary-key
-            // projection (replicated, as vLLM's fused_qkv_a_proj), the latent's
-            // up-projection to per-head keys and values (the same FLOPs as the
-            // weight-absorbed decode form), the output projection.
-            Some(m) => {
-                let nh = llm.num_attention_heads as f64;
-                let qk = (m.qk_nope_head_dim + m.qk_rope_head_dim) as f64;
-                let (rq, rkv) = (m.q_lora_rank as f64, m.kv_lora_rank as f64);
-                let mut v = Vec::with_capacity(6);
-                if rq > 0.0 {
-                    v.push(g(rq, h, soft));
-                    v.push(g(nh * qk / tp, rq, soft));
-                } else {
-                    v.push(g(nh * qk / tp, h, soft));
-                }
-                v.push(g(rkv + m.qk_rope_head_dim as f64, h, soft));
-                v.push(g(nh * (m.qk_nope_head_dim + m.v_head_dim) as f64 / tp, rkv, soft));
-                v.push(g(h, nh * m.v_head_dim as f64 / tp, soft));
-                v
-            }
-            None => {
-                let gate = if llm.attn_output_gate { q } else { 0.0 };
-                vec![g((q + gate + 2.0 * kvw) / tp, h, soft), g(h, q / tp, soft)]
-            }
-        };
-        if let Some(la) = &llm.linear_attention {
-            // Gated DeltaNet: q, k, v and the z gate, the a and b projections
-            // (one per value head each), the output projection.
-            let qk = 2.0 * (la.key_heads * la.key_head_dim) as f64;
-            let v = (la.value_heads * la.value_head_dim) as f64;
-            let nv = la.value_heads as f64;
-            gemms.push(g((qk + 2.0 * v + 2.0 * nv) / tp, h, stage - soft));
-            gemms.push(g(h, v / tp, stage - soft));
-        }
+        let mut gemms = attention_gemms(llm, path, tp, soft, stage - soft);
         let f = llm.intermediate_size as f64;
         if dense_layers > 0.0 {
             gemms.push(g(gated * f / tp, h, dense_layers));
@@ -673,6 +639,51 @@ impl KernelModel {
     pub fn model_layers(&self) -> f64 {
         self.model_layers
     }
+}
+
+/// The attention projections of one stage's `soft` softmax-attention layers
+/// and `linear` linear-attention layers, on one GPU of a `tp`-way group.
+fn attention_gemms(llm: &LlmSpec, path: Path, tp: f64, soft: f64, linear: f64) -> Vec<Gemm> {
+    let h = llm.hidden_size as f64;
+    let q = llm.num_attention_heads as f64 * llm.head_dim as f64;
+    let kvw = llm.num_kv_heads as f64 * llm.head_dim as f64;
+    let g = |n: f64, kk: f64, count: f64| Gemm { n, k: kk, path, count };
+    let mut gemms = match &llm.mla {
+        // MLA: the query down/up projections, the latent and rotary-key
+        // projection (replicated, as vLLM's fused_qkv_a_proj), the latent's
+        // up-projection to per-head keys and values (the same FLOPs as the
+        // weight-absorbed decode form), the output projection.
+        Some(m) => {
+            let nh = llm.num_attention_heads as f64;
+            let qk = (m.qk_nope_head_dim + m.qk_rope_head_dim) as f64;
+            let (rq, rkv) = (m.q_lora_rank as f64, m.kv_lora_rank as f64);
+            let mut v = Vec::with_capacity(6);
+            if rq > 0.0 {
+                v.push(g(rq, h, soft));
+                v.push(g(nh * qk / tp, rq, soft));
+            } else {
+                v.push(g(nh * qk / tp, h, soft));
+            }
+            v.push(g(rkv + m.qk_rope_head_dim as f64, h, soft));
+            v.push(g(nh * (m.qk_nope_head_dim + m.v_head_dim) as f64 / tp, rkv, soft));
+            v.push(g(h, nh * m.v_head_dim as f64 / tp, soft));
+            v
+        }
+        None => {
+            let gate = if llm.attn_output_gate { q } else { 0.0 };
+            vec![g((q + gate + 2.0 * kvw) / tp, h, soft), g(h, q / tp, soft)]
+        }
+    };
+    if let Some(la) = &llm.linear_attention {
+        // Gated DeltaNet: q, k, v and the z gate, the a and b projections
+        // (one per value head each), the output projection.
+        let qk = 2.0 * (la.key_heads * la.key_head_dim) as f64;
+        let v = (la.value_heads * la.value_head_dim) as f64;
+        let nv = la.value_heads as f64;
+        gemms.push(g((qk + 2.0 * v + 2.0 * nv) / tp, h, linear));
+        gemms.push(g(h, v / tp, linear));
+    }
+    gemms
 }
 
 impl StepCostModel for KernelModel {
