@@ -1,6 +1,8 @@
 //! `servesim bench`: simulator speed and memory on the reference workload
 //! (Llama-3.1-8B BF16 on one H100-SXM, prompt 1024 / output 256, Poisson
-//! 10 req/s per replica, chunked prefill with budget 8192, max_num_seqs 256).
+//! 10 req/s per replica, chunked prefill with budget 8192, max_num_seqs 256),
+//! on the `legacy` engine: the roofline step with no host-side costs, as the
+//! peers it is compared with (inference-lab, BLIS) simulate it.
 //!
 //! Each size runs in a fresh child process so that its peak RSS is its own.
 
@@ -52,6 +54,7 @@ name = "llama-3.1-8b"
 [hardware]
 gpu = "h100-sxm"
 [engine]
+preset = "legacy"
 chunked_prefill = true
 [workload]
 arrival = "poisson"
@@ -126,6 +129,7 @@ tp = 1
 replicas = {replicas}
 router = "{router}"
 [engine]
+preset = "legacy"
 max_num_seqs = 256
 max_num_batched_tokens = 8192
 chunked_prefill = true

@@ -403,7 +403,8 @@ fn dispatch(cli: Cli) -> Result<()> {
             let (loaded, setup) = load(&a, None)?;
             print!("{}", format_check(&setup));
             if let Some(o) = loaded.preset_origins() {
-                println!("from the preset {}: {}", o.preset, o.from_preset.join(", "));
+                let default = if o.implicit { " (the default: the scenario names no preset)" } else { "" };
+                println!("from the preset {}{default}: {}", o.preset, o.from_preset.join(", "));
                 let pinned: Vec<String> =
                     o.pinned.iter().map(|(k, mine, theirs)| format!("{k} = {mine} (preset: {theirs})")).collect();
                 println!(

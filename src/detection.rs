@@ -13,7 +13,8 @@ use std::path::Path;
 
 /// A single-server FCFS queue: batch of one, one-token outputs, 10 ms
 /// service (μ = 100 req/s); `cost.model` makes it M/D/1 or M/M/1. The
-/// queueing-theory tests use it too.
+/// queueing-theory tests use it too. It runs the `legacy` engine: a real
+/// engine's front end would add its own service time to the oracle's.
 pub const SINGLE_SERVER: &str = r#"
 name = "single-server"
 seed = 1
@@ -21,6 +22,7 @@ num_requests = 1000
 [model]
 name = "llama-3.1-8b"
 [engine]
+preset = "legacy"
 max_num_seqs = 1
 [cost]
 model = "constant"

@@ -179,12 +179,26 @@ pub fn parse_value(raw: &str) -> toml::Value {
     }
 }
 
+/// The engine profile of a scenario that names none: vLLM V1 with the kernel
+/// cost model, the engine most people serve with and the best validated
+/// profile (docs/fidelity.md). servesim's pre-Step-11 roofline engine stays
+/// available by name as `legacy`.
+pub const DEFAULT_PRESET: &str = "vllm-v1";
+
 /// Fills in the `[engine]` and `[cost]` keys of the engine profile named by
 /// `engine.preset` that the scenario does not set (a preset that is not a
 /// string is left for deserialisation to report). The profile's rules are
 /// judged against the scenario's `hardware.gpu` (or inline `gpu_spec`),
 /// `hardware.tp` and `model.dtype`.
+/// A scenario that names no preset runs this one (`engine.preset` is filled
+/// in, so every header and result names it).
 pub fn apply_preset(table: &mut toml::Table, catalog: &Catalog) -> Result<(), ConfigError> {
+    if let toml::map::Entry::Vacant(v) = table.entry("engine") {
+        v.insert(toml::Value::Table(toml::Table::new()));
+    }
+    if let Some(toml::Value::Table(engine)) = table.get_mut("engine") {
+        engine.entry("preset").or_insert_with(|| toml::Value::String(DEFAULT_PRESET.into()));
+    }
     let Some((_, mut engine_keys, cost_keys)) = preset_keys_of(table, catalog)? else { return Ok(()) };
     let chunked = table.get("engine").and_then(|e| e.get("chunked_prefill")).and_then(|v| v.as_bool());
     if chunked == Some(true) {
@@ -205,8 +219,17 @@ fn preset_keys_of(
     table: &toml::Table,
     catalog: &Catalog,
 ) -> Result<Option<(String, toml::Table, toml::Table)>, ConfigError> {
-    let Some(toml::Value::Table(engine)) = table.get("engine") else { return Ok(None) };
-    let Some(toml::Value::String(name)) = engine.get("preset") else { return Ok(None) };
+    let default_engine = toml::Table::new();
+    let engine = match table.get("engine") {
+        Some(toml::Value::Table(e)) => e,
+        None => &default_engine,
+        Some(_) => return Ok(None),
+    };
+    let name = match engine.get("preset") {
+        Some(toml::Value::String(name)) => name.clone(),
+        None => DEFAULT_PRESET.to_string(),
+        Some(_) => return Ok(None),
+    };
     let hw = table.get("hardware").and_then(|h| h.as_table());
     let inline: Option<crate::catalog::GpuSpec> =
         hw.and_then(|h| h.get("gpu_spec")).and_then(|g| crate::catalog::GpuSpec::deserialize(g.clone()).ok());
@@ -223,8 +246,8 @@ fn preset_keys_of(
         })
     });
     let ctx = crate::catalog::engine::Context { gpu: gpu.as_ref(), tp, dtype: &dtype, max_model_len };
-    let (engine_keys, cost_keys) = preset_keys(name, catalog, &ctx)?;
-    Ok(Some((name.clone(), engine_keys, cost_keys)))
+    let (engine_keys, cost_keys) = preset_keys(&name, catalog, &ctx)?;
+    Ok(Some((name, engine_keys, cost_keys)))
 }
 
 /// Where a scenario's engine settings came from: its preset, or the
@@ -233,6 +256,8 @@ fn preset_keys_of(
 pub struct PresetOrigins {
     /// The preset.
     pub preset: String,
+    /// The scenario names no preset: this is the default ([`DEFAULT_PRESET`]).
+    pub implicit: bool,
     /// `section.key` the preset set (the scenario left them alone).
     pub from_preset: Vec<String>,
     /// `(section.key, the scenario's value, the preset's value)`: keys the
@@ -249,7 +274,8 @@ impl LoadedScenario {
             apply_set(&mut table, s).ok()?;
         }
         let (preset, engine_keys, cost_keys) = preset_keys_of(&table, &self.catalog).ok()??;
-        let mut o = PresetOrigins { preset, from_preset: Vec::new(), pinned: Vec::new() };
+        let implicit = table.get("engine").and_then(|e| e.get("preset")).is_none();
+        let mut o = PresetOrigins { preset, implicit, from_preset: Vec::new(), pinned: Vec::new() };
         for (section, keys) in [("engine", engine_keys), ("cost", cost_keys)] {
             let own = table.get(section).and_then(|t| t.as_table());
             for (k, v) in keys {

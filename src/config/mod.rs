@@ -12,8 +12,8 @@ mod workload;
 
 pub use fleet::{FleetConfig, MAX_SLOTS, OnFailure, ScalePolicy, ScheduleEntry, ScriptedFailure};
 pub use load::{
-    LoadedScenario, apply_preset, apply_set, key_at, load_scenario, load_scenario_str, load_scenario_str_with,
-    load_scenario_with, parse_value, preset_keys, set_value,
+    DEFAULT_PRESET, LoadedScenario, apply_preset, apply_set, key_at, load_scenario, load_scenario_str,
+    load_scenario_str_with, load_scenario_with, parse_value, preset_keys, set_value,
 };
 pub use lora::{LoraConfig, Popularity};
 pub use workload::*;

@@ -320,12 +320,15 @@ pub fn format_table(bands: &[ErrorBand]) -> String {
 pub fn engine_line(scenario: &crate::config::Scenario, catalog: &crate::Catalog) -> String {
     let gpu = catalog.gpu(&scenario.hardware.gpu).map_or(scenario.hardware.gpu.clone(), |e| e.key.clone());
     let model = format!("{:?}", scenario.cost.model).to_lowercase();
-    let Some(preset) = scenario.engine.preset.as_deref() else {
+    let preset = scenario.engine.preset.as_deref().unwrap_or("legacy");
+    if preset == "legacy" {
         return format!(
-            "Engine: no preset, so servesim's legacy engine and the {model} cost model: NOT validated against any \
-             measurement (the most optimistic profile); name one, e.g. engine.preset = \"vllm-v1\""
+            "Engine: legacy (servesim's teaching engine), {model} cost model: NOT validated against any \
+             measurement (the most optimistic profile); drop engine.preset for the validated default \
+             \"{}\"",
+            crate::config::DEFAULT_PRESET
         );
-    };
+    }
     let what =
         catalog.engine(preset).map_or(preset.to_string(), |e| format!("{preset} ({} {})", e.spec.name, e.spec.version));
     let bands: Vec<ErrorBand> = BandMetric::ALL.iter().map(|&m| band(Some(preset), &gpu, m, Some(catalog))).collect();

@@ -143,7 +143,11 @@ fn stochastic_step_times_stay_the_same_under_attribution() {
 fn mechanisms_map_to_their_parts() {
     let q = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/quickstart.toml");
     // A tiny batch limit: waits are "batch full".
-    let rep = run(&q, &["engine.max_num_seqs=4", "num_requests=400", "engine.preprocess_ms=3"], true);
+    let rep = run(
+        &q,
+        &["engine.preset=\"legacy\"", "engine.max_num_seqs=4", "num_requests=400", "engine.preprocess_ms=3"],
+        true,
+    );
     let t = check_sums("max_num_seqs=4", &rep.output.records, &rep.output.parts);
     let completed = rep.output.records.iter().filter(|r| r.status == Status::Completed).count() as f64;
     assert!((t[Part::Preprocess.idx()] / completed - 3e-3).abs() < 1e-9, "{t:?}");

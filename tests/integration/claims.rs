@@ -112,19 +112,19 @@ fn quickstart() {
         Claim {
             scenario: "quickstart",
             sets: &[],
-            quote: "p99 TTFT ≈ 0.19 s",
-            is: &[About(P99_TTFT, 190.0, 0.03), Verdict("stable")],
+            quote: "median TTFT ≈ 0.10 s, p99 TTFT ≈ 0.45 s",
+            is: &[About(&["median_ttft_ms"], 100.0, 0.03), About(P99_TTFT, 450.0, 0.03), Verdict("stable")],
+        },
+        Claim {
+            scenario: "quickstart",
+            sets: &["workload.rate=9"],
+            quote: "`--set workload.rate=9` to see the TTFT tail grow as the GPU fills up (p99 ≈ 0.78 s, still stable)",
+            is: &[About(P99_TTFT, 780.0, 0.03), Verdict("stable")],
         },
         Claim {
             scenario: "quickstart",
             sets: &["workload.rate=20"],
-            quote: "`--set workload.rate=20` to see the TTFT tail double as the GPU fills up (p99 ≈ 0.40 s, still stable)",
-            is: &[About(P99_TTFT, 400.0, 0.03), Verdict("stable")],
-        },
-        Claim {
-            scenario: "quickstart",
-            sets: &["workload.rate=30"],
-            quote: "`--set workload.rate=30` to see overload detected",
+            quote: "`--set workload.rate=20` to see overload detected",
             is: &[Verdict("overloaded")],
         },
     ]);
@@ -136,14 +136,20 @@ fn bursty_on_off() {
         Claim {
             scenario: "bursty-on-off",
             sets: &[],
-            quote: "p99 TTFT ≈ 9.9 s against 0.2 s for Poisson, and SLO attainment 61%",
-            is: &[About(P99_TTFT, 9900.0, 0.01), About(SLO, 0.61, 0.01)],
+            quote: "p99 TTFT ≈ 12 s against 0.44 s for Poisson, and SLO attainment 34% against 99.3%",
+            is: &[About(P99_TTFT, 12000.0, 0.01), About(SLO, 0.343, 0.01)],
         },
         Claim {
             scenario: "bursty-on-off",
-            sets: &["workload.on_off={on_rate=25.0,off_rate=9.0,on_mean_s=10.0,off_mean_s=30.0}"],
-            quote: "(p99 TTFT ≈ 0.7 s)",
-            is: &[About(P99_TTFT, 700.0, 0.08)],
+            sets: &["baseline"],
+            quote: "against 0.44 s for Poisson",
+            is: &[About(P99_TTFT, 440.0, 0.02), About(SLO, 0.993, 0.002)],
+        },
+        Claim {
+            scenario: "bursty-on-off",
+            sets: &["workload.on_off={on_rate=12.5,off_rate=4.5,on_mean_s=10.0,off_mean_s=30.0}"],
+            quote: "(p99 TTFT ≈ 0.66 s)",
+            is: &[About(P99_TTFT, 660.0, 0.03)],
         },
     ]);
 }
@@ -154,20 +160,20 @@ fn chat() {
         Claim {
             scenario: "chat",
             sets: &[],
-            quote: "(p99 TTFT ≈ 0.41 s overall)",
-            is: &[About(P99_TTFT, 410.0, 0.02), About(P99_ITL, 150.0, 0.04)],
+            quote: "(p99 TTFT ≈ 0.86 s overall)",
+            is: &[About(P99_TTFT, 860.0, 0.02), About(P99_ITL, 210.0, 0.04)],
         },
         Claim {
             scenario: "chat",
-            sets: &["workload.rate=9"],
-            quote: "`--set workload.rate=9` overloads",
+            sets: &["workload.rate=6"],
+            quote: "`--set workload.rate=6` overloads",
             is: &[Verdict("overloaded")],
         },
         Claim {
             scenario: "chat",
             sets: &["engine.max_num_batched_tokens=2048"],
-            quote: "cuts p99 ITL from ~150 ms to ~56 ms",
-            is: &[About(P99_ITL, 56.0, 0.02)],
+            quote: "cuts p99 ITL from ~210 ms to ~100 ms",
+            is: &[About(P99_ITL, 100.0, 0.02)],
         },
     ]);
 }
@@ -178,14 +184,14 @@ fn code_completion() {
         Claim {
             scenario: "code-completion",
             sets: &[],
-            quote: "p99 TTFT ≈ 7.4 s and only ~64% of requests",
-            is: &[About(P99_TTFT, 7400.0, 0.01), About(SLO, 0.64, 0.02)],
+            quote: "p99 TTFT ≈ 25 s and only ~19% of requests",
+            is: &[About(P99_TTFT, 25000.0, 0.01), About(SLO, 0.195, 0.02)],
         },
         Claim {
             scenario: "code-completion",
             sets: &["hardware.replicas=4"],
-            quote: "`--set hardware.replicas=4` brings p99 TTFT to ~0.17 s",
-            is: &[About(P99_TTFT, 170.0, 0.04)],
+            quote: "`--set hardware.replicas=4` brings p99 TTFT to ~1.5 s and SLO attainment to ~80%",
+            is: &[About(P99_TTFT, 1500.0, 0.04), About(SLO, 0.80, 0.02)],
         },
     ]);
 }
@@ -196,20 +202,20 @@ fn conversation() {
         Claim {
             scenario: "conversation",
             sets: &[],
-            quote: "p99 TTFT ≈ 1.1 s overall",
-            is: &[About(P99_TTFT, 1100.0, 0.05)],
+            quote: "p99 TTFT ≈ 1.65 s overall",
+            is: &[About(P99_TTFT, 1650.0, 0.02)],
         },
         Claim {
             scenario: "conversation",
             sets: &["workload.trace.start_s=1500", "workload.trace.end_s=2100"],
-            quote: "~1.7 s inside it",
-            is: &[About(P99_TTFT, 1700.0, 0.04)],
+            quote: "~2.3 s inside it",
+            is: &[About(P99_TTFT, 2300.0, 0.04)],
         },
         Claim {
             scenario: "conversation",
-            sets: &["hardware.replicas=2"],
-            quote: "brings p99 TTFT to ~0.38 s and every request within SLO",
-            is: &[About(P99_TTFT, 380.0, 0.02), About(SLO, 1.0, 0.0)],
+            sets: &["hardware.replicas=4"],
+            quote: "`--set hardware.replicas=4` brings p99 TTFT to ~1.1 s and 98% of requests within SLO",
+            is: &[About(P99_TTFT, 1100.0, 0.02), About(SLO, 0.98, 0.005)],
         },
     ]);
 }
@@ -222,19 +228,19 @@ fn embeddings() {
         Claim {
             scenario: "embeddings",
             sets: &[],
-            quote: "~60 items/s, query TTR p50 ≈ 42 ms, p99 ≈ 167 ms (93% of queries within SLO)",
+            quote: "~35 items/s, query TTR p50 ≈ 112 ms, p99 ≈ 243 ms (38% of queries within SLO)",
             is: &[
-                About(&["request_throughput"], 60.0, 0.02),
-                About(QUERY_P50, 42.0, 0.02),
-                About(QUERY_P99, 167.0, 0.01),
-                About(&["classes", "query", "slo", "attainment"], 0.93, 0.01),
+                About(&["request_throughput"], 35.2, 0.02),
+                About(QUERY_P50, 112.0, 0.02),
+                About(QUERY_P99, 243.0, 0.01),
+                About(&["classes", "query", "slo", "attainment"], 0.38, 0.01),
             ],
         },
         Claim {
             scenario: "embeddings",
             sets: &["hardware.gpu=h100-sxm"],
-            quote: "`--set hardware.gpu=h100-sxm`: p99 ≈ 18 ms",
-            is: &[About(QUERY_P99, 18.0, 0.03)],
+            quote: "`--set hardware.gpu=h100-sxm`: p99 ≈ 183 ms",
+            is: &[About(QUERY_P99, 183.0, 0.03)],
         },
         Claim {
             scenario: "embeddings",
@@ -251,28 +257,33 @@ fn long_context_and_rag() {
         Claim {
             scenario: "mooncake-long-context",
             sets: &[],
-            quote: "p99 ≈ 4.9 s",
-            is: &[About(P99_TTFT, 4900.0, 0.02)],
+            quote: "p99 ≈ 6.8 s",
+            is: &[About(P99_TTFT, 6800.0, 0.02), About(&["median_ttft_ms"], 875.0, 0.002)],
         },
         Claim {
             scenario: "mooncake-long-context",
-            sets: &["hardware.tp=1", "hardware.replicas=4"],
-            quote: "`--set hardware.tp=1 --set hardware.replicas=4` gives p99 TTFT ≈ 7.8 s",
-            is: &[About(P99_TTFT, 7800.0, 0.01)],
+            sets: &["hardware.tp=1", "hardware.replicas=6"],
+            quote: "`--set hardware.tp=1 --set hardware.replicas=6` gives p99 TTFT ≈ 10.1 s",
+            is: &[About(P99_TTFT, 10100.0, 0.01)],
         },
         Claim {
             scenario: "mooncake-long-context",
-            sets: &["hardware.replicas=1"],
-            quote: "`--set hardware.replicas=1` (two GPUs) is overloaded",
+            sets: &["hardware.replicas=2"],
+            quote: "`--set hardware.replicas=2` (four GPUs) is overloaded",
             is: &[Verdict("overloaded")],
         },
         Claim {
             scenario: "mooncake-long-context",
             sets: &["engine.prefix_caching=true"],
-            quote: "(hit rate 6.6%, median TTFT 580 → 538 ms",
-            is: &[About(&["kv_cache", "prefix_hit_rate"], 0.066, 0.01), About(&["median_ttft_ms"], 538.0, 0.002)],
+            quote: "(hit rate 7.6%, median TTFT 875 → 782 ms",
+            is: &[About(&["kv_cache", "prefix_hit_rate"], 0.076, 0.01), About(&["median_ttft_ms"], 782.0, 0.002)],
         },
-        Claim { scenario: "rag", sets: &[], quote: "(p99 ≈ 0.47 s overall)", is: &[About(P99_TTFT, 470.0, 0.02)] },
+        Claim {
+            scenario: "rag",
+            sets: &[],
+            quote: "(p99 ≈ 0.91 s overall)",
+            is: &[About(P99_TTFT, 910.0, 0.02), About(&["kv_cache", "prefix_hit_rate"], 0.20, 0.03)],
+        },
     ]);
 }
 
@@ -305,9 +316,21 @@ fn w1_and_capacity_70b() {
         },
         Claim {
             scenario: "capacity-70b",
-            sets: &["model.dtype=\"bf16\""],
-            quote: "the run is overloaded",
-            is: &[Verdict("overloaded")],
+            sets: &[],
+            quote: "the pair is stable, yet only 74% of requests meet the SLO",
+            is: &[Verdict("stable"), About(SLO, 0.74, 0.01)],
+        },
+        Claim {
+            scenario: "capacity-70b",
+            sets: &["model.dtype=\"bf16\"", "engine.max_model_len=16384"],
+            quote: "`--set engine.max_model_len=16384` and it runs, but sequences are preempted and recomputed over and over, and the run is overloaded",
+            is: &[Verdict("overloaded"), About(&["utilisation", "preemptions"], 800.0, 0.02)],
+        },
+        Claim {
+            scenario: "capacity-70b",
+            sets: &["model.dtype=\"bf16\"", "hardware.tp=4", "hardware.replicas=2"],
+            quote: "`--set hardware.tp=4 --set hardware.replicas=2` (8 GPUs, BF16) recovers",
+            is: &[Verdict("stable")],
         },
     ]);
 }
@@ -319,85 +342,87 @@ fn what_ifs() {
         Claim {
             scenario: "what-if-prefix-cache",
             sets: &[],
-            quote: "91.6% with prefix-aware routing, p99 TTFT 129 against 85 ms (195 ms without a cache)",
-            is: &[About(HIT, 0.916, 0.002), About(P99_TTFT, 85.0, 0.01)],
+            quote: "92.4% with prefix-aware routing, p99 TTFT 302 against 205 ms (571 ms without a cache",
+            is: &[About(HIT, 0.924, 0.002), About(P99_TTFT, 205.0, 0.01)],
         },
         Claim {
             scenario: "what-if-prefix-cache",
             sets: &["hardware.router=\"round-robin\""],
-            quote: "Hit rate 61.5% with round robin",
-            is: &[About(HIT, 0.615, 0.002), About(P99_TTFT, 129.0, 0.01)],
+            quote: "hit rate 66.1% with round robin",
+            is: &[About(HIT, 0.661, 0.002), About(P99_TTFT, 302.0, 0.01)],
         },
         Claim {
             scenario: "what-if-prefix-cache",
             sets: &["baseline"],
-            quote: "(195 ms without a cache)",
-            is: &[About(P99_TTFT, 195.0, 0.01)],
+            quote: "(571 ms without a cache, where SLO attainment falls to 77%)",
+            is: &[About(P99_TTFT, 571.0, 0.01), About(SLO, 0.77, 0.007)],
         },
         Claim {
             scenario: "what-if-router",
             sets: &[],
-            quote: "p99 TTFT 248 ms against 384 ms for round robin, SLO attainment 99.9% against 98.3%",
-            is: &[About(P99_TTFT, 248.0, 0.005), About(SLO, 0.999, 0.0006)],
+            quote: "p99 TTFT 593 ms against 780 ms for round robin, SLO attainment 95.6% against 88.8%",
+            is: &[About(P99_TTFT, 593.0, 0.005), About(SLO, 0.956, 0.0006)],
         },
         Claim {
             scenario: "what-if-energy",
             sets: &[],
-            quote: "Two replicas: 0.606 J per output token (582 W per GPU), p99 TTFT 124 ms, median TPOT 6.99 ms",
+            quote: "two replicas: 0.547 J per output token (525 W per GPU), p99 TTFT 313 ms, median TPOT 9.69 ms",
             is: &[
-                About(&["energy", "joules_per_output_token"], 0.606, 0.002),
-                About(&["energy", "mean_power_w_per_gpu"], 582.0, 0.002),
-                About(P99_TTFT, 124.0, 0.005),
-                About(&["median_tpot_ms"], 6.99, 0.002),
+                About(&["energy", "joules_per_output_token"], 0.547, 0.002),
+                About(&["energy", "mean_power_w_per_gpu"], 525.0, 0.002),
+                About(P99_TTFT, 313.0, 0.005),
+                About(&["median_tpot_ms"], 9.69, 0.002),
             ],
         },
         Claim {
             scenario: "what-if-energy",
             sets: &["baseline"],
-            quote: "one replica: 0.317 J (610 W), p99 TTFT 171 ms, median TPOT 8.17 ms",
+            quote: "one replica: 0.277 J (525 W), p99 TTFT 599 ms, median TPOT 17.1 ms",
             is: &[
-                About(&["energy", "joules_per_output_token"], 0.317, 0.002),
-                About(&["energy", "mean_power_w_per_gpu"], 610.0, 0.002),
-                About(P99_TTFT, 171.0, 0.005),
-                About(&["median_tpot_ms"], 8.17, 0.002),
+                About(&["energy", "joules_per_output_token"], 0.277, 0.002),
+                About(&["energy", "mean_power_w_per_gpu"], 525.0, 0.002),
+                About(P99_TTFT, 599.0, 0.005),
+                About(&["median_tpot_ms"], 17.1, 0.003),
             ],
         },
         Claim {
             scenario: "what-if-autoscaling",
             sets: &[],
-            quote: "Autoscaled: $248.61 for the day (1.73 replicas billed on average), SLO attainment 99.36%, p99 TTFT 539 ms",
+            quote: "Autoscaled: $232.93 for the day (1.62 replicas billed on average), SLO attainment 99.87%, p99 TTFT 1084 ms",
             is: &[
-                About(&["fleet", "usd"], 248.61, 0.0001),
-                About(&["fleet", "mean_billed_replicas"], 1.73, 0.003),
-                About(SLO, 0.9936, 0.00006),
-                About(P99_TTFT, 539.0, 0.001),
+                About(&["fleet", "usd"], 232.93, 0.0001),
+                About(&["fleet", "mean_billed_replicas"], 1.62, 0.003),
+                About(SLO, 0.9987, 0.00006),
+                About(P99_TTFT, 1084.0, 0.001),
+                About(&["fleet", "scale_ups"], 21.0, 0.0),
+                About(&["fleet", "scale_downs"], 21.0, 0.0),
             ],
         },
         Claim {
             scenario: "what-if-autoscaling",
             sets: &[],
-            quote: "requests arriving from 13:30 to 13:45 meet their SLO 87.8% of the time",
+            quote: "requests arriving from 22:15 to 22:30, meets its SLO 98.7% of the time",
             is: &[
-                About(&["fleet", "slo_over_time", "54", "t_start"], 48600.0, 1e-9),
-                About(&["fleet", "slo_over_time", "54", "attainment"], 0.878, 0.0006),
+                About(&["fleet", "slo_over_time", "89", "t_start"], 80100.0, 1e-9),
+                About(&["fleet", "slo_over_time", "89", "attainment"], 0.987, 0.0006),
             ],
         },
         Claim {
             scenario: "what-if-autoscaling",
             sets: &["baseline"],
-            quote: "static: $287.85, 99.54%, 507 ms",
+            quote: "static: $287.83, 99.92%, 1007 ms",
             is: &[
-                About(&["cost", "total_usd"], 287.85, 0.0001),
-                About(SLO, 0.9954, 0.00006),
-                About(P99_TTFT, 507.0, 0.001),
+                About(&["cost", "total_usd"], 287.83, 0.0001),
+                About(SLO, 0.9992, 0.00006),
+                About(P99_TTFT, 1007.0, 0.001),
             ],
         },
         Claim {
             scenario: "what-if-autoscaling",
             sets: &["fleet.policy=\"utilisation\"", "fleet.target=0.7"],
-            quote: "the fleet goes to two replicas at its first look and stays there ($287.85)",
+            quote: "the fleet goes to two replicas at its first look and stays there ($287.83)",
             is: &[
-                About(&["fleet", "usd"], 287.85, 0.0002),
+                About(&["fleet", "usd"], 287.83, 0.0002),
                 About(&["fleet", "scale_ups"], 1.0, 0.0),
                 About(&["fleet", "scale_downs"], 0.0, 0.0),
             ],
@@ -405,97 +430,106 @@ fn what_ifs() {
         Claim {
             scenario: "what-if-failure",
             sets: &[],
-            quote: "Two replicas: 86.9% SLO attainment for the day (99.54% without the failure), p99 TTFT 243 s",
+            quote: "Two replicas: 98.59% SLO attainment for the day (99.92% without the failure), p99 TTFT 6.18 s",
             is: &[
-                About(SLO, 0.869, 0.0006),
-                About(P99_TTFT, 243000.0, 0.003),
-                About(&["fleet", "failures", "retried_requests"], 89.0, 0.0),
+                About(SLO, 0.9859, 0.0006),
+                About(P99_TTFT, 6180.0, 0.003),
+                About(&["fleet", "failures", "retried_requests"], 18.0, 0.0),
+            ],
+        },
+        Claim {
+            scenario: "what-if-failure",
+            sets: &[],
+            quote: "of the requests arriving from 12:00 to 12:15 only 26.2% meet the SLO",
+            is: &[
+                About(&["fleet", "slo_over_time", "48", "t_start"], 43200.0, 1e-9),
+                About(&["fleet", "slo_over_time", "48", "attainment"], 0.262, 0.0006),
             ],
         },
         Claim {
             scenario: "what-if-failure",
             sets: &["fleet.failures=[]"],
-            quote: "(99.54% without the failure)",
-            is: &[About(SLO, 0.9954, 0.00006)],
+            quote: "(99.92% without the failure)",
+            is: &[About(SLO, 0.9992, 0.00006)],
         },
         Claim {
             scenario: "what-if-failure",
             sets: &["baseline"],
-            quote: "three replicas: 99.97%, p99 TTFT 335 ms, for $431.78 a day instead of $287.85",
+            quote: "three replicas: 99.95%, p99 TTFT 893 ms, for $431.74 a day instead of $287.83",
             is: &[
-                About(SLO, 0.9997, 0.00006),
-                About(P99_TTFT, 335.0, 0.002),
-                About(&["cost", "total_usd"], 431.78, 0.0001),
+                About(SLO, 0.9995, 0.00006),
+                About(P99_TTFT, 893.0, 0.002),
+                About(&["cost", "total_usd"], 431.74, 0.0001),
             ],
         },
         Claim {
             scenario: "what-if-kv-offload",
             sets: &[],
-            quote: "35.4% with both (8.6% in GPU memory, 26.8% loaded from the tiers); median TTFT 578 → 517 ms, SLO attainment 93.9% → 95.4%",
+            quote: "34.4% with both (8.3% in GPU memory, 26.0% loaded from the tiers); median TTFT 1,460 → 1,038 ms, SLO attainment 72.7% → 87.4%",
             is: &[
-                About(&["kv_cache", "prefix_hit_rate"], 0.354, 0.0015),
-                About(&["kv_cache", "offload", "gpu_hit_rate"], 0.086, 0.006),
-                About(&["kv_cache", "offload", "tier_hit_rate"], 0.268, 0.002),
-                About(&["median_ttft_ms"], 517.0, 0.001),
-                About(SLO, 0.954, 0.0006),
+                About(&["kv_cache", "prefix_hit_rate"], 0.344, 0.0015),
+                About(&["kv_cache", "offload", "gpu_hit_rate"], 0.083, 0.006),
+                About(&["kv_cache", "offload", "tier_hit_rate"], 0.260, 0.002),
+                About(&["median_ttft_ms"], 1038.0, 0.001),
+                About(SLO, 0.874, 0.0006),
             ],
         },
         Claim {
             scenario: "what-if-kv-offload",
             sets: &["baseline"],
-            quote: "Prefix hit rate 8.5% without tiers",
+            quote: "prefix hit rate 8.6% without tiers",
             is: &[
-                About(&["kv_cache", "prefix_hit_rate"], 0.085, 0.006),
-                About(&["median_ttft_ms"], 578.0, 0.001),
-                About(SLO, 0.939, 0.0006),
+                About(&["kv_cache", "prefix_hit_rate"], 0.086, 0.006),
+                About(&["median_ttft_ms"], 1460.0, 0.001),
+                About(SLO, 0.727, 0.0006),
             ],
         },
         Claim {
             scenario: "what-if-kv-offload",
             sets: &["engine.kv_offload_disk_gb=0"],
-            quote: "(host memory only) has fewer hits (20.3%) and a lower median TTFT (502 ms)",
-            is: &[About(&["kv_cache", "prefix_hit_rate"], 0.203, 0.0025), About(&["median_ttft_ms"], 502.0, 0.001)],
+            quote: "(host memory only) has fewer hits (19.7%) and a higher median TTFT (1,188 ms)",
+            is: &[About(&["kv_cache", "prefix_hit_rate"], 0.197, 0.0025), About(&["median_ttft_ms"], 1188.0, 0.001)],
         },
         Claim {
             scenario: "what-if-lora",
             sets: &[],
-            quote: "median TTFT 31 ms, p99 TTFT 6.2 s, SLO attainment 87.3%",
+            quote: "median TTFT 114 ms, p99 TTFT 3.9 s, SLO attainment 92.3%",
             is: &[
-                About(&["median_ttft_ms"], 31.0, 0.02),
-                About(P99_TTFT, 6200.0, 0.008),
-                About(SLO, 0.873, 0.0006),
-                About(&["lora", "time_share"], 0.041, 0.012),
-                About(&["median_tpot_ms"], 9.47, 0.001),
-                About(&["kv_cache", "blocks_per_replica"], 27736.0, 0.0),
+                About(&["median_ttft_ms"], 114.0, 0.02),
+                About(P99_TTFT, 3900.0, 0.013),
+                About(SLO, 0.923, 0.0006),
+                About(&["lora", "time_share"], 0.028, 0.012),
+                About(&["median_tpot_ms"], 12.81, 0.001),
+                About(&["kv_cache", "blocks_per_replica"], 28111.0, 0.0),
             ],
         },
         Claim {
             scenario: "what-if-lora",
             sets: &["lora.adapters=1"],
-            quote: "median TPOT 8.88 ms with one merged adapter",
-            is: &[About(&["median_tpot_ms"], 8.88, 0.001), About(&["kv_cache", "blocks_per_replica"], 28056.0, 0.0)],
+            quote: "median TPOT 12.23 ms with one merged adapter",
+            is: &[About(&["median_tpot_ms"], 12.23, 0.001), About(&["kv_cache", "blocks_per_replica"], 28431.0, 0.0)],
         },
         Claim {
             scenario: "what-if-lora",
             sets: &["baseline"],
-            quote: "1.7% fewer KV blocks): p99 TTFT 168 ms, 100%",
+            quote: "1.7% fewer KV blocks): p99 TTFT 399 ms, 99.6%",
             is: &[
-                About(P99_TTFT, 168.0, 0.003),
-                About(SLO, 1.0, 0.0),
-                About(&["kv_cache", "blocks_per_replica"], 27256.0, 0.0),
+                About(P99_TTFT, 399.0, 0.003),
+                About(SLO, 0.996, 0.0006),
+                About(&["kv_cache", "blocks_per_replica"], 27631.0, 0.0),
             ],
         },
         Claim {
             scenario: "what-if-lora",
             sets: &["lora.router_affinity=false"],
-            quote: "over both replicas: 64.4%",
-            is: &[About(SLO, 0.644, 0.0008)],
+            quote: "over both replicas: 64.1%",
+            is: &[About(SLO, 0.641, 0.0008)],
         },
         Claim {
             scenario: "what-if-router",
             sets: &["baseline"],
-            quote: "384 ms for round robin",
-            is: &[About(P99_TTFT, 384.0, 0.005), About(SLO, 0.983, 0.0006)],
+            quote: "780 ms for round robin",
+            is: &[About(P99_TTFT, 780.0, 0.005), About(SLO, 0.888, 0.0006)],
         },
     ]);
 }
@@ -507,38 +541,47 @@ fn batch_overload_and_classes() {
         Claim {
             scenario: "offline-summarisation",
             sets: &[],
-            quote: "Here: 14.2 req/s ≈ 51,000 papers/hour, $0.059 per 1,000 papers",
-            is: &[About(&["request_throughput"], 14.2, 0.004), About(PER_ITEM, 0.059e-3, 0.009)],
+            quote: "6.5 req/s ≈ 23,400 papers/hour, $0.128 per 1,000 papers",
+            is: &[About(&["request_throughput"], 6.49, 0.004), About(PER_ITEM, 0.128e-3, 0.009)],
         },
         Claim {
             scenario: "offline-summarisation",
             sets: &["hardware.gpu=l40s"],
-            quote: "runs 3.9x slower: $0.076 per 1,000 papers",
-            is: &[About(&["request_throughput"], 14.16 / 3.9, 0.013), About(PER_ITEM, 0.076e-3, 0.007)],
+            quote: "runs 2.3x slower: $0.097 per 1,000 papers",
+            is: &[About(&["request_throughput"], 6.49 / 2.27, 0.013), About(PER_ITEM, 0.097e-3, 0.007)],
+        },
+        Claim {
+            scenario: "offline-summarisation",
+            sets: &["hardware.gpu=a100-80gb"],
+            quote: "runs 2.2x slower: $0.17 per 1,000 papers",
+            is: &[About(&["request_throughput"], 6.49 / 2.21, 0.013), About(PER_ITEM, 0.170e-3, 0.007)],
         },
         Claim {
             scenario: "overload",
             sets: &[],
-            quote: "offered 30 req/s when one H100 sustains about 21",
-            is: &[Verdict("overloaded")],
+            quote: "offered 20 req/s when one H100 sustains about 10",
+            is: &[Verdict("overloaded"), About(&["request_throughput"], 10.4, 0.01)],
         },
         Claim {
             scenario: "overload",
-            sets: &["workload.rate=18"],
-            quote: "Compare with `--set workload.rate=18`",
+            sets: &["workload.rate=9"],
+            quote: "Compare with `--set workload.rate=9`",
             is: &[Verdict("stable")],
         },
         Claim {
             scenario: "mixed-classes",
             sets: &[],
-            quote: "(96% of chat within SLO overall)",
-            is: &[About(&["classes", "chat", "slo", "attainment"], 0.96, 0.006)],
+            quote: "(97% of chat within SLO overall)",
+            is: &[About(&["classes", "chat", "slo", "attainment"], 0.972, 0.006)],
         },
         Claim {
             scenario: "mixed-classes",
             sets: &["hardware.replicas=3"],
-            quote: "`--set hardware.replicas=3` meets every SLO",
-            is: &[About(SLO, 1.0, 0.0)],
+            quote: "`--set hardware.replicas=3` cuts chat TPOT p99 to ~17 ms but not the front end's queue (98.4% of chat within SLO)",
+            is: &[
+                About(&["classes", "chat", "p99_tpot_ms"], 17.2, 0.03),
+                About(&["classes", "chat", "slo", "attainment"], 0.984, 0.003),
+            ],
         },
     ]);
 }
@@ -585,32 +628,37 @@ fn near(got: f64, want: f64, rel: f64, what: &str) {
 fn closed_loop_concurrency() {
     let h = header("closed-loop-concurrency");
     for q in [
-        "32 users give 9.7 req/s at TPOT p50 8.8 ms, 256 give ~23 req/s at 37 ms",
-        "at 512, TTFT p50 ≈ 10 s for no extra throughput",
+        "32 users give 9.0 req/s at TPOT p50 9.8 ms, 128 give ~17 req/s at 24 ms",
+        "256 give no more (16.3 req/s at 53 ms)",
+        "at 512, TTFT p50 ≈ 22 s for less throughput (~9 req/s)",
     ] {
         assert!(h.contains(q), "the header no longer says {q:?}");
     }
     let rows = sweep("closed-loop-concurrency");
     let at = |users: &str| rows.iter().find(|r| r["workload.closed_loop.users"] == users).unwrap();
-    near(num(at("32"), "request_throughput"), 9.7, 0.01, "32 users: req/s");
-    near(num(at("32"), "median_tpot_ms"), 8.8, 0.01, "32 users: TPOT p50");
-    near(num(at("256"), "request_throughput"), 23.0, 0.03, "256 users: req/s");
-    near(num(at("256"), "median_tpot_ms"), 37.0, 0.03, "256 users: TPOT p50");
-    near(num(at("512"), "median_ttft_ms"), 10_000.0, 0.05, "512 users: TTFT p50");
-    // "for no extra throughput": 512 users carry no more than 256.
-    assert!(num(at("512"), "request_throughput") <= num(at("256"), "request_throughput"));
+    near(num(at("32"), "request_throughput"), 9.0, 0.01, "32 users: req/s");
+    near(num(at("32"), "median_tpot_ms"), 9.8, 0.01, "32 users: TPOT p50");
+    near(num(at("128"), "request_throughput"), 17.0, 0.03, "128 users: req/s");
+    near(num(at("128"), "median_tpot_ms"), 24.0, 0.03, "128 users: TPOT p50");
+    near(num(at("256"), "request_throughput"), 16.3, 0.01, "256 users: req/s");
+    near(num(at("256"), "median_tpot_ms"), 53.0, 0.01, "256 users: TPOT p50");
+    near(num(at("512"), "median_ttft_ms"), 22_000.0, 0.05, "512 users: TTFT p50");
+    near(num(at("512"), "request_throughput"), 9.0, 0.05, "512 users: req/s");
+    // "no more" and "less throughput": 256 users carry no more than 128, 512 less than 256.
+    assert!(num(at("256"), "request_throughput") <= num(at("128"), "request_throughput"));
+    assert!(num(at("512"), "request_throughput") < num(at("256"), "request_throughput"));
 }
 
 #[test]
 fn diurnal_day() {
     let h = header("diurnal-day");
     for q in [
-        "(~430,000 requests",
+        "(~200,000 requests",
         "The mean uses 60% of this replica, the 14:00 peak 95%",
-        "hourly p99 TTFT rises from ~0.4 s at night to ~0.85 s",
-        "peaks at 9.5 req/s: the afternoon queue builds for hours (p99 TTFT ~225 s), yet the verdict stays \"stable\": \
-         the peak exceeds capacity by only ~3% of arrivals",
-        "which sustains ~8.4 req/s",
+        "hourly p99 TTFT rises from ~1.1 s at night to ~3.6 s",
+        "peaks at 4.0 req/s: the afternoon queue builds for hours (p99 TTFT ~280 s), yet the verdict stays \"stable\": \
+         the peak exceeds capacity by only ~1% of arrivals",
+        "which sustains ~3.8 req/s",
     ] {
         assert!(h.contains(q), "the header no longer says {q:?}");
     }
@@ -623,29 +671,29 @@ fn diurnal_day() {
         by_hour.into_iter().map(|v| pct(v, 99.0)).collect()
     };
     let day = report("diurnal-day", &[]);
-    near(day.summary.num_requests as f64, 430_000.0, 0.01, "requests");
+    near(day.summary.num_requests as f64, 200_000.0, 0.01, "requests");
     let p = hourly(&day);
     let (low, high) = (p.iter().copied().fold(f64::INFINITY, f64::min), p.iter().copied().fold(0.0, f64::max));
-    near(low, 400.0, 0.08, "lowest hourly p99 TTFT");
-    near(high, 850.0, 0.03, "highest hourly p99 TTFT");
-    assert!(p[2] < 450.0 && (p[13] > 800.0 || p[14] > 800.0), "night and 14:00: {p:?}");
-    // The mean (5 req/s) and peak (8) against the stated capacity (8.4 req/s).
-    let cap = 8.4;
-    near(5.0 / cap, 0.60, 0.01, "mean load");
-    near(8.0 / cap, 0.95, 0.01, "peak load");
-    let peak = report("diurnal-day", &["workload.diurnal.amplitude=4.5"]);
+    near(low, 1100.0, 0.08, "lowest hourly p99 TTFT");
+    near(high, 3600.0, 0.03, "highest hourly p99 TTFT");
+    assert!(p[2] < 1400.0 && (p[13] > 3300.0 || p[14] > 3300.0), "night and 14:00: {p:?}");
+    // The mean (2.3 req/s) and peak (3.6) against the stated capacity (3.8 req/s).
+    let cap = 3.8;
+    near(2.3 / cap, 0.60, 0.01, "mean load");
+    near(3.6 / cap, 0.95, 0.01, "peak load");
+    let peak = report("diurnal-day", &["workload.diurnal.amplitude=1.7"]);
     assert_eq!(peak.summary.stability.verdict, "stable", "{}", peak.summary.stability.explanation);
-    near(peak.summary.metrics.ttft.dist.percentiles[3], 225_000.0, 0.03, "p99 TTFT at amplitude 4.5");
+    near(peak.summary.metrics.ttft.dist.percentiles[3], 280_000.0, 0.03, "p99 TTFT at amplitude 1.7");
     let p = hourly(&peak);
     assert!(p.iter().filter(|&&x| x > 10_000.0).count() >= 3, "the queue builds for hours: {p:?}");
-    // Arrivals above capacity, over the day: ∫(5 + 4.5 sin − 8.4)⁺ ÷ ∫ rate.
+    // Arrivals above capacity, over the day: ∫(2.3 + 1.7 sin − 3.8)⁺ ÷ ∫ rate.
     let (mut over, mut all) = (0.0, 0.0);
     for i in 0..86_400 {
-        let rate = 5.0 + 4.5 * (2.0 * std::f64::consts::PI * i as f64 / 86_400.0).sin();
+        let rate = 2.3 + 1.7 * (2.0 * std::f64::consts::PI * i as f64 / 86_400.0).sin();
         over += (rate - cap).max(0.0);
         all += rate;
     }
-    near(over / all, 0.03, 0.15, "arrivals above capacity");
+    near(over / all, 0.01, 0.15, "arrivals above capacity");
 }
 
 #[test]
@@ -653,8 +701,8 @@ fn multi_turn_chat() {
     let h = header("multi-turn-chat");
     for q in [
         "91% of all prompt tokens repeat the previous turn",
-        "median TTFT 21 ms at turn 1, 107 ms at turn 12",
-        "88% of prompt tokens are found in the cache and the median TTFT stays ~12 ms at every turn after the first",
+        "`--set engine.prefix_caching=false` every turn prefills its history again: median TTFT 150 ms at turn 1, 322 ms at turn 12",
+        "88% of prompt tokens are found in the cache and the median TTFT stays ~71 ms at every turn after the first",
         "`--set 'workload.sessions.turns={dist=\"uniform\",min=10,max=30}'` overloads the GPU",
     ] {
         assert!(h.contains(q), "the header no longer says {q:?}");
@@ -673,17 +721,17 @@ fn multi_turn_chat() {
         }
         turns.into_iter().map(|v| pct(v, 50.0)).collect()
     };
-    let plain = report("multi-turn-chat", &[]);
+    let plain = report("multi-turn-chat", &["engine.prefix_caching=false"]);
     let recs = &plain.output.records;
     let shared = recs.iter().map(|r| r.prefix as f64).sum::<f64>() / recs.iter().map(|r| r.prompt as f64).sum::<f64>();
     near(shared, 0.91, 0.01, "prompt tokens repeating the previous turn");
     let t = by_turn(&plain);
-    near(t[1], 21.0, 0.03, "median TTFT at turn 1");
-    near(t[12], 107.0, 0.01, "median TTFT at turn 12");
-    let cached = report("multi-turn-chat", &["engine.prefix_caching=true"]);
+    near(t[1], 150.0, 0.03, "median TTFT at turn 1");
+    near(t[12], 322.0, 0.01, "median TTFT at turn 12");
+    let cached = report("multi-turn-chat", &[]);
     near(cached.summary.kv_cache.prefix_hit_rate.unwrap(), 0.88, 0.01, "prefix hit rate");
     for (k, x) in by_turn(&cached).iter().enumerate().skip(2) {
-        near(*x, 12.0, 0.06, &format!("cached median TTFT at turn {k}"));
+        near(*x, 71.0, 0.06, &format!("cached median TTFT at turn {k}"));
     }
     let long = report("multi-turn-chat", &["workload.sessions.turns={dist=\"uniform\",min=10,max=30}"]);
     assert_eq!(long.summary.stability.verdict, "overloaded", "{}", long.summary.stability.explanation);
@@ -692,18 +740,18 @@ fn multi_turn_chat() {
 #[test]
 fn router_sweep_ranking() {
     let h = header("what-if-router");
-    let quote = "least-tokens 254 ms, least-outstanding 379, round-robin 383, central-queue 389, power-of-two 429, \
-                 random 484, and least-kv 718";
+    let quote = "least-tokens 549 ms, least-outstanding 721, central-queue 744, round-robin 780, power-of-two 809, \
+                 random 1018, and least-kv 1287";
     assert!(h.contains(quote), "the header no longer says {quote:?}");
     let rows = sweep("what-if-router");
     for (router, want) in [
-        ("least-tokens", 254.0),
-        ("least-outstanding", 379.0),
-        ("round-robin", 383.0),
-        ("central-queue", 389.0),
-        ("power-of-two", 429.0),
-        ("random", 484.0),
-        ("least-kv", 718.0),
+        ("least-tokens", 549.0),
+        ("least-outstanding", 721.0),
+        ("central-queue", 744.0),
+        ("round-robin", 780.0),
+        ("power-of-two", 809.0),
+        ("random", 1018.0),
+        ("least-kv", 1287.0),
     ] {
         let row = rows.iter().find(|r| r["hardware.router"] == router).unwrap();
         near(num(row, "p99_ttft_ms"), want, 0.003, &format!("{router}: p99 TTFT"));
@@ -742,79 +790,80 @@ fn readme_speculative_and_disaggregation() {
         Claim {
             scenario: "what-if-speculative",
             sets: &[],
-            quote: "At 1 req/s (`servesim run`) median TPOT falls from 24.8 to 17.5 ms and p99 TPOT from 27.2 to 20.7 ms, \
-                    median E2E from 6.1 to 4.4 s, while median TTFT rises from 77 to 118 ms (p99 290 → 369 ms",
+            quote: "At 1 req/s (`servesim run`) median TPOT falls from 19.6 to 12.2 ms and p99 TPOT from 24.7 to 18.2 ms, \
+                    median E2E from 4.9 to 3.1 s, while median TTFT rises from 173 to 210 ms (p99 622 → 719 ms",
             is: &[
-                About(TPOT50, 17.5, 0.003),
-                About(TPOT99, 20.7, 0.003),
-                About(E2E50, 4400.0, 0.01),
-                About(TTFT50, 118.0, 0.003),
-                About(P99_TTFT, 369.0, 0.002),
-                About(ITL50, 45.2, 0.002),
-                About(P99_ITL, 138.8, 0.001),
-                About(OUT, 300.0, 0.002),
+                About(TPOT50, 12.2, 0.003),
+                About(TPOT99, 18.2, 0.003),
+                About(E2E50, 3100.0, 0.01),
+                About(TTFT50, 210.0, 0.003),
+                About(P99_TTFT, 719.0, 0.002),
+                About(ITL50, 29.2, 0.002),
+                About(P99_ITL, 195.6, 0.001),
+                About(OUT, 307.0, 0.002),
                 About(&["speculative", "tokens_per_step"], 2.75, 0.002),
             ],
         },
         Claim {
             scenario: "what-if-speculative",
             sets: &["baseline"],
-            quote: "median ITL from 23.5 to 45.2 ms (p99 76.7 → 138.8 ms: each gap now carries 2.75 tokens). Output \
-                    throughput equals the offered load either way (300 vs 290 tok/s",
+            quote: "median ITL from 17.1 to 29.2 ms (p99 112.4 → 195.6 ms: each gap now carries 2.75 tokens). Output \
+                    throughput equals the offered load either way (307 vs 298 tok/s",
             is: &[
-                About(TPOT50, 24.8, 0.003),
-                About(TPOT99, 27.2, 0.002),
-                About(E2E50, 6100.0, 0.01),
-                About(TTFT50, 77.0, 0.01),
-                About(P99_TTFT, 290.0, 0.002),
-                About(ITL50, 23.5, 0.002),
-                About(P99_ITL, 76.7, 0.001),
-                About(OUT, 290.0, 0.002),
+                About(TPOT50, 19.6, 0.003),
+                About(TPOT99, 24.7, 0.002),
+                About(E2E50, 4900.0, 0.01),
+                About(TTFT50, 173.0, 0.01),
+                About(P99_TTFT, 622.0, 0.002),
+                About(ITL50, 17.1, 0.002),
+                About(P99_ITL, 112.4, 0.001),
+                About(OUT, 298.0, 0.002),
             ],
         },
         Claim {
             scenario: "what-if-disaggregation",
             sets: &[],
-            quote: "| median / p99 TTFT (ms) | 71.3 / 232.2 | 48.6 / 152.4 | | median / p99 TPOT (ms) | 8.75 / 10.42 | \
-                    9.72 / 13.34 | | median / p99 ITL (ms) | 8.75 / 10.55 | 7.62 / 67.62 | | SLO met (TTFT 500 ms, TPOT \
-                    12 ms) | 100 % | 95.2 % |",
+            quote: "| median / p99 TTFT (ms) | 183.6 / 531.2 | 151.6 / 337.0 | | median / p99 TPOT (ms) | 9.02 / 10.48 | \
+                    10.92 / 15.90 | | median / p99 ITL (ms) | 9.01 / 10.79 | 8.18 / 109.03 | | SLO met (TTFT 500 ms, TPOT \
+                    12 ms) | 98.8 % | 71.6 % |",
             is: &[
-                About(TTFT50, 71.3, 0.001),
-                About(P99_TTFT, 232.2, 0.001),
-                About(TPOT50, 8.75, 0.001),
-                About(TPOT99, 10.42, 0.001),
-                About(ITL50, 8.75, 0.001),
-                About(P99_ITL, 10.55, 0.001),
-                About(SLO, 1.0, 0.0),
-                About(&["pools", "0", "mfu"], 0.329, 0.002),
-                About(&["pools", "0", "mbu"], 0.075, 0.007),
-                About(&["pools", "1", "mfu"], 0.040, 0.013),
-                About(&["pools", "1", "mbu"], 0.753, 0.001),
-                About(&["pools", "0", "gpu_busy_fraction"], 0.478, 0.002),
-                About(&["pools", "1", "gpu_busy_fraction"], 0.999, 0.001),
-                About(&["disaggregation", "mean_transfer_ms"], 6.95, 0.001),
+                About(TTFT50, 183.6, 0.001),
+                About(P99_TTFT, 531.2, 0.001),
+                About(TPOT50, 9.02, 0.001),
+                About(TPOT99, 10.48, 0.001),
+                About(ITL50, 9.01, 0.001),
+                About(P99_ITL, 10.79, 0.001),
+                About(SLO, 0.988, 0.001),
+                About(&["slo", "tpot_attainment"], 1.0, 0.0),
+                About(&["pools", "0", "mfu"], 0.168, 0.002),
+                About(&["pools", "0", "mbu"], 0.057, 0.009),
+                About(&["pools", "1", "mfu"], 0.021, 0.024),
+                About(&["pools", "1", "mbu"], 0.626, 0.001),
+                About(&["pools", "0", "gpu_busy_fraction"], 0.510, 0.002),
+                About(&["pools", "1", "gpu_busy_fraction"], 0.996, 0.001),
+                About(&["disaggregation", "mean_transfer_ms"], 6.90, 0.001),
                 About(&["disaggregation", "max_transfer_ms"], 29.8, 0.002),
-                About(&["disaggregation", "mean_transfer_bytes"], 297e6, 0.002),
-                About(OUT, 4859.0, 0.0002),
+                About(&["disaggregation", "mean_transfer_bytes"], 295e6, 0.002),
+                About(OUT, 2477.0, 0.0002),
             ],
         },
         Claim {
             scenario: "what-if-disaggregation",
             sets: &["baseline"],
-            quote: "| MFU / MBU (%) | prefill 32.9 / 7.5, decode 4.0 / 75.3 | 18.5 / 60.3 | | GPU busy (%) | prefill \
-                    47.8, decode 99.9 | 99.6 |",
+            quote: "| MFU / MBU (%) | prefill 16.8 / 5.7, decode 2.1 / 62.6 | 9.4 / 49.9 | | GPU busy (%) | prefill \
+                    51.0, decode 99.6 | 99.2 |",
             is: &[
-                About(TTFT50, 48.6, 0.001),
-                About(P99_TTFT, 152.4, 0.001),
-                About(TPOT50, 9.72, 0.001),
-                About(TPOT99, 13.34, 0.001),
-                About(ITL50, 7.62, 0.001),
-                About(P99_ITL, 67.62, 0.001),
-                About(SLO, 0.952, 0.001),
-                About(&["pools", "0", "mfu"], 0.185, 0.003),
-                About(&["pools", "0", "mbu"], 0.603, 0.001),
-                About(&["pools", "0", "gpu_busy_fraction"], 0.996, 0.001),
-                About(OUT, 4867.0, 0.0002),
+                About(TTFT50, 151.6, 0.001),
+                About(P99_TTFT, 337.0, 0.001),
+                About(TPOT50, 10.92, 0.001),
+                About(TPOT99, 15.90, 0.001),
+                About(ITL50, 8.18, 0.001),
+                About(P99_ITL, 109.03, 0.001),
+                About(SLO, 0.716, 0.001),
+                About(&["pools", "0", "mfu"], 0.094, 0.006),
+                About(&["pools", "0", "mbu"], 0.499, 0.001),
+                About(&["pools", "0", "gpu_busy_fraction"], 0.992, 0.001),
+                About(OUT, 2477.0, 0.0002),
             ],
         },
     ]);

@@ -155,10 +155,10 @@ fn list_models_and_gpus() {
 
 #[test]
 fn malformed_toml_names_line_and_column() {
-    let bad = QUICK.replace("rate = 10.0", "rate = = 10.0");
+    let bad = QUICK.replace("rate = 5.0", "rate = = 5.0");
     let (code, _, err) = on_scenario(&bad, &[]);
     assert_eq!(code, 2);
-    let line = QUICK.lines().position(|l| l.starts_with("rate = 10.0")).unwrap() + 1;
+    let line = QUICK.lines().position(|l| l.starts_with("rate = 5.0")).unwrap() + 1;
     assert!(err.contains(&format!("bad.toml:{line}:")), "no line {line} in: {err}");
 }
 
@@ -176,7 +176,7 @@ fn unknown_key_is_named_with_a_suggestion() {
 #[test]
 fn impossible_values_say_what_is_allowed() {
     let cases: [(&str, &str, &str); 5] = [
-        ("rate = 10.0", "rate = -3.0", "workload.rate"),
+        ("rate = 5.0", "rate = -3.0", "workload.rate"),
         ("tp = 1", "tp = 0", "hardware.tp"),
         ("gpu_memory_utilization = 0.9", "gpu_memory_utilization = 1.5", "engine.gpu_memory_utilization"),
         (
@@ -458,4 +458,51 @@ fn check_names_preset_keys_and_pinned_ones_warn_on_a_preset_swap() {
     let o = servesim(&["check", f.to_str().unwrap(), "--set", "engine.preset=\"vllm-v0\""]);
     let (_, se) = text(&o);
     assert!(se.contains("engine.max_num_seqs = 128 (vllm-v0 sets 256)") && se.contains("as they ship"), "{se}");
+}
+
+/// A scenario that names no preset runs the validated default, vllm-v1:
+/// `check` says the keys came from it by default, and `run` names it first;
+/// `legacy` stays available by name and its line says it is not validated.
+#[test]
+fn a_scenario_without_a_preset_runs_vllm_v1_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("plain.toml");
+    std::fs::write(
+        &f,
+        "num_requests = 50\n[model]\nname = \"llama-3.1-8b\"\n[hardware]\ngpu = \"h100-sxm\"\n[workload]\nrate = 2\n\
+         prompt_tokens = { dist = \"fixed\", value = 100 }\noutput_tokens = { dist = \"fixed\", value = 10 }\n",
+    )
+    .unwrap();
+    let o = servesim(&["check", f.to_str().unwrap()]);
+    let (so, se) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{se}");
+    assert!(
+        so.contains("from the preset vllm-v1 (the default: the scenario names no preset): engine.batching"),
+        "{so}"
+    );
+    assert!(so.contains("cost.model") && so.contains("preprocess_ms = 20.5"), "{so}");
+    let out = dir.path().join("out");
+    let o = servesim(&["run", f.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let (so, se) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{se}");
+    let first = so.lines().next().unwrap_or_default();
+    assert!(first.starts_with("Engine: vllm-v1 (vLLM V1 0.11.0), kernel cost model; validated on h100-sxm"), "{so}");
+    let manifest = std::fs::read_to_string(out.join("manifest.json")).unwrap();
+    assert!(manifest.contains("\"preset\": \"vllm-v1\""), "{manifest}");
+    let o = servesim(&[
+        "run",
+        f.to_str().unwrap(),
+        "--out",
+        dir.path().join("leg").to_str().unwrap(),
+        "--set",
+        "engine.preset=\"legacy\"",
+    ]);
+    let (so, _) = text(&o);
+    assert!(
+        so.lines()
+            .next()
+            .unwrap_or_default()
+            .starts_with("Engine: legacy (servesim's teaching engine), roofline cost model: NOT validated"),
+        "{so}"
+    );
 }

@@ -20,6 +20,7 @@ name = "llama-3.1-8b"
 [hardware]
 replicas = 4
 [engine]
+preset = "legacy"
 max_num_seqs = 1
 [cost]
 model = "exponential"
@@ -80,6 +81,7 @@ name = "llama-3.1-8b"
 replicas = 4
 router = "prefix-aware"
 [engine]
+preset = "legacy"
 prefix_caching = true
 [workload]
 rate = 2.0

@@ -48,7 +48,15 @@ fn pools_speculation_swap_and_prefix_routing_are_deterministic() {
     for (name, sets) in [
         ("what-if-disaggregation", vec!["duration_s=60"]),
         ("what-if-speculative", vec!["duration_s=60", "workload.rate=4"]),
-        ("what-if-prefix-cache", vec!["duration_s=200", "engine.preemption=\"swap\"", "engine.num_gpu_blocks=3000"]),
+        (
+            "what-if-prefix-cache",
+            vec![
+                "duration_s=200",
+                "engine.preemption=\"swap\"",
+                "engine.num_gpu_blocks=3000",
+                "engine.max_model_len=32768",
+            ],
+        ),
     ] {
         let a = scenario_files(name, 1, &sets);
         let b = scenario_files(name, 2, &sets);

@@ -31,7 +31,8 @@ fn fast_path_is_exact() {
     same(QUICK, &[]);
     same(QUICK, &["workload.rate=30", "num_requests=3000"]);
     same(QUICK, &["engine.chunked_prefill=false", "engine.max_num_batched_tokens=16384"]);
-    same(QUICK, &["engine.num_gpu_blocks=600", "workload.rate=20"]);
+    same(QUICK, &["engine.num_gpu_blocks=600", "engine.max_model_len=8192", "workload.rate=20"]);
+    same(QUICK, &["engine.preset=\"legacy\"", "workload.rate=30", "num_requests=3000"]);
     same(QUICK, &["hardware.replicas=3", "hardware.router=\"least-outstanding\"", "workload.rate=40"]);
     same(QUICK, &["engine.max_num_seqs=8", "workload.rate=20", "num_requests=1000"]);
 }

@@ -548,7 +548,7 @@ fn type_errors_name_the_key_and_what_is_allowed() {
         ),
         ("max_num_seqs = 256", "max_num_seqs = \"many\"", "engine.max_num_seqs", "a whole number"),
         ("tp = 1", "tp = 1.5", "hardware.tp", "a whole number"),
-        ("rate = 10.0", "rate = \"fast\"", "workload.rate", "expected a number"),
+        ("rate = 5.0", "rate = \"fast\"", "workload.rate", "expected a number"),
         ("ttft_ms = 500", "ttft_ms = true", "slo.ttft_ms", "expected a number"),
         ("seed = 7", "seed = [7]", "seed", "a whole number"),
     ] {

@@ -16,6 +16,7 @@ num_requests = 3000
 [model]
 name = "llama-3.1-8b"
 [engine]
+preset = "legacy"
 max_num_seqs = 64
 max_num_batched_tokens = 2048
 num_gpu_blocks = 400
@@ -151,7 +152,7 @@ fn random_valid_scenarios_keep_the_invariants() {
             "name = \"prop-{case}\"\nseed = {case}\nnum_requests = {}\nwarmup_s = {}\n\
              [model]\nname = \"{}\"\n\
              [hardware]\nreplicas = {}\nrouter = \"{}\"\n\
-             [engine]\n{batching}\nmax_num_seqs = {}\nmax_num_batched_tokens = {}\nnum_gpu_blocks = {}\n\
+             [engine]\npreset = \"legacy\"\n{batching}\nmax_num_seqs = {}\nmax_num_batched_tokens = {}\nnum_gpu_blocks = {}\n\
              block_size = {}\nadmission = \"{}\"\npreempt_victim = \"{}\"\npreemption = \"{}\"\n\
              prefix_caching = {}\nqueue_order = \"{}\"\n\
              [workload]\narrival = \"{}\"\nrate = {}\n\

@@ -136,7 +136,8 @@ fn capacity_carries_the_model_error_band() {
     assert!(hi >= fast * 0.8 && hi <= first / (1.0 - b).powi(3), "fast {hi} vs {fast}");
     assert!(c.model_error.describe().contains("throughput") && c.model_error.describe().contains("covers 80%"));
     // Without a validated profile there is no range to give.
-    let legacy = load_scenario_str(text, Path::new("quickstart.toml"), &["num_requests=300".into()]).unwrap();
+    let sets = ["num_requests=300".into(), "engine.preset=\"legacy\"".into()];
+    let legacy = load_scenario_str(text, Path::new("quickstart.toml"), &sets).unwrap();
     assert!(capacity(&legacy, &catalog, 1, 0.1).unwrap().model_range.is_none());
 }
 

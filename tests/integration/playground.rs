@@ -96,7 +96,7 @@ fn playground_redraws_in_a_browser_and_exports_what_the_cli_reproduces() {
     );
     // The explain answer for the run on screen, with its tested what-ifs.
     assert!(page.contains("id=\"explain\"") && page.contains("what it pays for") && page.contains("paired difference"));
-    assert_eq!(attr(&page, "s-rate", "value").as_deref(), Some("10"), "the rate slider starts at the scenario's rate");
+    assert_eq!(attr(&page, "s-rate", "value").as_deref(), Some("5"), "the rate slider starts at the scenario's rate");
 
     // A bad value is a readable error, and the server goes on serving.
     let (status, err) = get(addr, "/results?set=engine.max_num_seqs%3D0");
@@ -132,8 +132,8 @@ fn playground_redraws_in_a_browser_and_exports_what_the_cli_reproduces() {
         return;
     };
 
-    // Pin the scenario as the baseline, then drag the rate from 10 to 18 req/s.
-    let (dom, log) = load(&browser, &format!("http://{addr}/?drive=pin,rate:18"));
+    // Pin the scenario as the baseline, then drag the rate from 5 to 9 req/s.
+    let (dom, log) = load(&browser, &format!("http://{addr}/?drive=pin,rate:9"));
     assert!(dom.contains("data-driven=\"done\""), "the drive did not finish; the DOM ends with:\n{}\n{log}", {
         let tail: String = dom.chars().rev().take(2000).collect();
         tail.chars().rev().collect::<String>()

@@ -17,6 +17,7 @@ num_requests = {n}
 [model]
 name = "llama-3.1-8b"
 [engine]
+preset = "legacy"
 max_num_seqs = 1
 {extra_engine}
 [cost]
@@ -82,6 +83,7 @@ num_requests = 8000
 [model]
 name = "llama-3.1-8b"
 [engine]
+preset = "legacy"
 max_num_seqs = 1
 [cost]
 model = "constant"
@@ -270,6 +272,8 @@ fn prefix_caching_shares_a_system_prompt_and_session_context() {
 num_requests = 2000
 [model]
 name = "llama-3.1-8b"
+[engine]
+preset = "legacy"
 [workload]
 rate = 20
 prompt_tokens = { dist = "fixed", value = 1 }
@@ -294,6 +298,8 @@ prefix_tokens = 1000
 num_requests = 3000
 [model]
 name = "llama-3.1-8b"
+[engine]
+preset = "legacy"
 [workload]
 rate = 3
 prompt_tokens = { dist = "uniform", min = 200, max = 800 }
@@ -377,6 +383,7 @@ num_requests = 3000
 [model]
 name = "llama-3.1-8b"
 [engine]
+preset = "legacy"
 num_gpu_blocks = 1200
 [workload]
 rate = 14

@@ -16,6 +16,8 @@ fn split(prompt: u32, output: u32, n: u64, rate: f64, extra: &str) -> String {
 num_requests = {n}
 [model]
 name = "llama-3.1-8b"
+[engine]
+preset = "legacy"
 [cost]
 model = "constant"
 step_overhead_ms = 0
@@ -123,6 +125,8 @@ seed = 1
 duration_s = 60
 [model]
 name = "llama-3.1-8b"
+[engine]
+preset = "legacy"
 [hardware]
 router = "least-outstanding"
 [[pools]]
@@ -230,7 +234,7 @@ fn the_order_of_pools_does_not_change_the_result() {
     let pool = |gpu: &str| format!("[[pools]]\nname = \"{gpu}\"\ngpu = \"{gpu}\"\n");
     let text = |first: &str, second: &str| {
         format!(
-            "seed = 3\nnum_requests = 50\n[model]\nname = \"llama-3.1-8b\"\n[hardware]\nrouter = \"round-robin\"\n{}{}\
+            "seed = 3\nnum_requests = 50\n[model]\nname = \"llama-3.1-8b\"\n[engine]\npreset = \"legacy\"\n[hardware]\nrouter = \"round-robin\"\n{}{}\
              [workload]\nrate = 0.5\non_too_long = \"clip\"\nprompt_tokens = {{ dist = \"fixed\", value = 60000 }}\n\
              output_tokens = {{ dist = \"fixed\", value = 100 }}\n",
             pool(first),

@@ -16,6 +16,7 @@ num_requests = 400
 [model]
 name = "llama-3.1-8b"
 [engine]
+preset = "legacy"
 num_gpu_blocks = {blocks}
 {engine}
 [workload]

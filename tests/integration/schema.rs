@@ -28,6 +28,7 @@ replicas = 2
 router = "round-robin"
 
 [engine]
+preset = "legacy"
 max_model_len = 2048
 
 [workload]
@@ -232,7 +233,13 @@ fn pools_speculation_and_swap_summaries_match_schema() {
     let spec = summary_json(
         include_str!("../../scenarios/what-if-speculative.toml"),
         "what-if-speculative.toml",
-        &["duration_s=60", "engine.preemption=\"swap\"", "engine.num_gpu_blocks=2000", "workload.rate=6"],
+        &[
+            "duration_s=60",
+            "engine.preset=\"legacy\"",
+            "engine.preemption=\"swap\"",
+            "engine.num_gpu_blocks=2000",
+            "workload.rate=6",
+        ],
     );
     assert_valid(&spec, "speculative decoding with swap");
     assert!(spec["speculative"]["tokens_per_step"].as_f64().is_some_and(|x| x > 1.5));

@@ -10,6 +10,9 @@ use servesim::config::SpeculativeConfig;
 use servesim::metrics::Status;
 
 /// Llama-3.1-70B on 4 × H100, chat-like lengths; `spec` is the
+/// The `legacy` engine: the speculation trade-off measured without host costs.
+const LEGACY: &[&str] = &["engine.preset=\"legacy\""];
+
 /// `[engine.speculative]` table body (empty: off).
 fn scenario(rate: f64, spec: &str) -> String {
     let spec = if spec.is_empty() { String::new() } else { format!("[engine.speculative]\n{spec}") };
@@ -93,12 +96,12 @@ fn zero_acceptance_is_never_faster() {
 fn helps_small_batches_and_hurts_large_ones() {
     let draft = "draft_model = \"llama-3.1-8b\"\nnum_tokens = 4\nacceptance = 0.7";
     // Light load: small, memory-bound batches; verifying 5 tokens costs about as much as decoding 1.
-    let (off, on) = (run(&scenario(0.5, ""), &[]), run(&scenario(0.5, draft), &[]));
+    let (off, on) = (run(&scenario(0.5, ""), LEGACY), run(&scenario(0.5, draft), LEGACY));
     let (a, b) = (mean(&completed(&off, |r| r.tpot())), mean(&completed(&on, |r| r.tpot())));
     assert!(b < 0.8 * a, "light load: mean TPOT {b} s with speculation vs {a} s without");
     // Overload: large compute-bound batches; the wider verify pass and the
     // draft's steps cost more than the accepted tokens save.
-    let (off, on) = (run(&scenario(12.0, ""), &[]), run(&scenario(12.0, draft), &[]));
+    let (off, on) = (run(&scenario(12.0, ""), LEGACY), run(&scenario(12.0, draft), LEGACY));
     let (a, b) = (off.summary.metrics.output_throughput, on.summary.metrics.output_throughput);
     assert!(b < a, "overload: {b} tok/s with speculation vs {a} without");
     assert!(on.summary.metrics.tpot.dist.median() > off.summary.metrics.tpot.dist.median());
@@ -112,7 +115,7 @@ fn speculative_sequences_keep_the_engine_invariants_under_preemption() {
     for mode in ["recompute", "swap"] {
         let s = setup(
             &scenario(6.0, "method = \"mtp\"\nnum_tokens = 4\nacceptance = 0.8"),
-            &["engine.num_gpu_blocks=1200", &format!("engine.preemption=\"{mode}\"")],
+            &["engine.preset=\"legacy\"", "engine.num_gpu_blocks=1200", &format!("engine.preemption=\"{mode}\"")],
         );
         let out = servesim::sim::simulate_checked(&s, 9);
         let pre: u64 = out.replicas.iter().map(|r| r.preemptions).sum();

@@ -19,6 +19,7 @@ name = "llama-3.1-8b"
 [hardware]
 gpu = "h100-sxm"
 [engine]
+preset = "legacy"
 max_num_seqs = 64
 max_wait_s = 4
 max_waiting = 400

@@ -298,8 +298,11 @@ fn the_engine_line_names_the_profile_and_its_validation() {
         servesim::validate::band::engine_line(&loaded.scenario, &catalog)
     };
     let line = |sets: &[&str]| line_of(SCENARIO, sets);
-    let legacy = line_of(&SCENARIO.replace("preset = \"vllm-v1\"", ""), &[]);
-    assert!(legacy.contains("NOT validated"), "{legacy}");
+    let legacy = line_of(&SCENARIO.replace("preset = \"vllm-v1\"", "preset = \"legacy\""), &[]);
+    assert!(legacy.contains("NOT validated") && legacy.contains("legacy"), "{legacy}");
+    // A scenario that names no preset runs the validated default, and says so.
+    let default = line_of(&SCENARIO.replace("preset = \"vllm-v1\"", ""), &[]);
+    assert!(default.starts_with("Engine: vllm-v1 (vLLM V1 0.11.0)"), "{default}");
     let a100 = line(&["hardware.gpu=\"a100-80gb\""]);
     assert!(a100.contains("vllm-v1 (vLLM V1 0.11.0), kernel cost model; validated on a100-80gb"), "{a100}");
     assert!(a100.contains("throughput ±"), "{a100}");

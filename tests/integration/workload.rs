@@ -268,6 +268,7 @@ seed = 4
 [model]
 name = "llama-3.1-8b"
 [engine]
+preset = "legacy"
 max_num_seqs = 8
 [cost]
 model = "constant"
