@@ -472,6 +472,11 @@ fn dispatch(cli: Cli) -> Result<()> {
                     r.mean,
                     c.per_replication.len()
                 );
+                if r.mean == 0.0 {
+                    println!(
+                        "  no rate meets the objectives: every search failed down to 1/1000 of the scenario's rate"
+                    );
+                }
                 println!("{band}");
             } else {
                 println!(

@@ -34,7 +34,7 @@ pub struct RequestSpec {
     pub output: u32,
     /// Class index.
     pub class: u16,
-    /// Session (multi-turn conversation, closed-loop user or trace session); u32::MAX: none.
+    /// Session (multi-turn conversation or trace session: later requests extend its context); u32::MAX: none.
     pub session: u32,
     /// Leading prompt tokens shared with an earlier request (session
     /// context or the class's system prompt).
@@ -324,8 +324,13 @@ impl Source {
                 conv.session = self.next_session;
                 self.next_session = self.next_session.wrapping_add(1);
             } else {
-                // A closed-loop user without multi-turn sessions: the user is the session.
-                conv.session = slot;
+                // A closed-loop user without multi-turn sessions sends
+                // independent requests (as `vllm bench serve
+                // --max-concurrency` does): no context carries over, so no
+                // session, and no prefix cache hit between its requests.
+                // (Until Step 11 the user was the session: under vLLM's
+                // prefix caching its next prompt hit the last one's blocks.)
+                conv.session = NO_SESSION;
             }
             conv.turns_left = match &self.workload.sessions {
                 Some(s) => s.turns.sample(&mut self.per_class[conv.class as usize].turns).max(1),

@@ -151,7 +151,7 @@ fn playground_redraws_in_a_browser_and_exports_what_the_cli_reproduces() {
     // The current point climbed the hockey stick (SVG y grows downwards).
     let cy_after: f64 = attr(&dom, "hockey-current-p99", "cy").expect("no current-point marker").parse().unwrap();
     assert!(cy_after < cy_before, "the current point did not move up: cy {cy_before} -> {cy_after}");
-    assert_eq!(attr(&dom, "chart-hockey", "data-rate").as_deref(), Some("18"));
+    assert_eq!(attr(&dom, "chart-hockey", "data-rate").as_deref(), Some("9"));
 
     // Export what is on screen and run it on the command line.
     let href = attr(&dom, "export-link", "href").expect("no export link");
@@ -163,7 +163,7 @@ fn playground_redraws_in_a_browser_and_exports_what_the_cli_reproduces() {
     std::fs::write(&file, &toml).unwrap();
     let back = servesim::config::load_scenario(&file, &[]).unwrap_or_else(|e| panic!("{e}\n{toml}"));
     assert_eq!((back.scenario.seed, back.scenario.num_requests), (7, Some(2000)));
-    assert_eq!(back.scenario.workload.rate, Some(18.0));
+    assert_eq!(back.scenario.workload.rate, Some(9.0));
     let out = dir.path().join("out");
     let o = Command::new(env!("CARGO_BIN_EXE_servesim"))
         .args(["run", file.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q"])

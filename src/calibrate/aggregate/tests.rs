@@ -280,8 +280,8 @@ fn serving_table_rows_become_runs_of_their_model_and_gpu() {
     }
     assert!(p.sims[2].text.contains("num_requests = 30"));
     let row1 = "row 1 llama-3.1-8b h100-sxm vLLM tp1 concurrency 4";
-    assert_eq!(measured(&p, &format!("{row1} TTFT p99")), 150.2);
-    assert_eq!(measured(&p, &format!("{row1} ITL p50")), 7.982);
+    assert_eq!(measured(&p, &format!("{row1} TTFT p99")), 144.1);
+    assert_eq!(measured(&p, &format!("{row1} ITL p50")), 7.983);
     assert_eq!(p.points.iter().filter(|q| q.group == row1).count(), 6, "means are not fitted");
 }
 
