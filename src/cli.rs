@@ -170,7 +170,7 @@ struct CalibrateArgs {
 #[derive(Debug, Args)]
 struct ValidateArgs {
     /// Run only these data sets (repeatable): kernels-gemm, kernels-attention, kernels-allreduce,
-    /// kernels-held-out-gpu, vidur-ops, memory-logs, splitwise, sarathi, trtllm-offline, gpustack-serve,
+    /// kernels-held-out-gpu, kernels-unfitted-gpu, vidur-ops, memory-logs, splitwise, sarathi, trtllm-offline, gpustack-serve,
     /// gpustack-serve-h100.
     #[arg(long = "only", value_name = "DATASET")]
     only: Vec<String>,

@@ -282,6 +282,7 @@ fn resolve_pool(
         prefix_caching: e.prefix_caching,
         watermark_blocks: (e.kv_watermark * memory.num_blocks as f64).ceil() as u64,
         spec_k: config::SpeculativeConfig::active(e).map_or(0, |s| s.num_tokens),
+        scheduler_steps: e.num_scheduler_steps,
         handoff: role == config::PoolRole::Prefill,
         swap_blocks: match e.preemption {
             config::Preemption::Swap => (e.swap_space_gb * catalog::GIB / block_bytes).floor() as u64,

@@ -26,15 +26,20 @@ from scipy.optimize import least_squares
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data', 'aic')
 GPU = {'a100_sxm': (312, 0, 2039),'h100_sxm': (989, 1979, 3350),'h200_sxm': (989, 1979, 4800),'b200_sxm': (2250, 4500, 7700),'l40s': (362, 733, 864)}
+FP4 = {'b200_sxm': 9000}  # dense NVFP4 TFLOP/s (models/gpu/b200.toml)
+# Bytes per weight and per quantised activation element: FP8 1 (activation: read BF16 2 + write 1);
+# NVFP4 4.5 bits (16 E2M1 values share one FP8 scale; activation: read 2 + write 0.5625).
+WB = {'bf16': 2.0, 'fp8': 1.0, 'nvfp4': 0.5625}
+QB = {'fp8': 3.0, 'nvfp4': 2.5625}
 PW=3
 def sm(a,b): return (a**PW+b**PW)**(1/PW)
 def gemm(p, d, g, dt):
-    ec, em, t0 = p[:3]; tq = p[3] if dt=='fp8' else 0
-    P,P8,BW = GPU[g]; peak=(P8 if dt=='fp8' else P)*1e12; w=1.0 if dt=='fp8' else 2.0
+    ec, em, t0 = p[:3]; tq = p[3] if dt in QB else 0
+    P,P8,BW = GPU[g]; peak={'bf16': P, 'fp8': P8, 'nvfp4': FP4.get(g, 0)}[dt]*1e12; w=WB[dt]
     m,n,k=[d[c].values.astype(float) for c in 'mnk']
     mpad=np.where(m<64,m,np.ceil(m/64)*64)
     t = sm(2*mpad*n*k/(peak*ec), (n*k*w+m*(n+k)*2)/(BW*1e9*em)) + t0*1e-6
-    if dt=='fp8': t += tq*1e-6 + m*k*3/(BW*1e9*em)
+    if dt in QB: t += tq*1e-6 + m*k*QB[dt]/(BW*1e9*em)
     return t*1e3
 def ctx(p,d,g):
     ea,t0,s0=p; P,_,BW=GPU[g]
@@ -60,6 +65,9 @@ for g in GPU:
     if GPU[g][1]:
         x,e = fit(gemm, G[G.dtype=='fp8'], g, [0.6,0.8,5,3],[0.2,0.2,0,0],[1.2,1.5,40,40],'fp8')
         o['fp8']=dict(ec=x[0],em=x[1],t0=x[2],tq=x[3],med=np.median(abs(e)),p90=np.percentile(abs(e),90),n=len(e))
+    if g in FP4:
+        x,e = fit(gemm, G[G.dtype=='nvfp4'], g, [0.4,0.8,5,3],[0.05,0.2,0,0],[1.2,1.5,40,40],'nvfp4')
+        o['nvfp4']=dict(ec=x[0],em=x[1],t0=x[2],tq=x[3],med=np.median(abs(e)),p90=np.percentile(abs(e),90),n=len(e))
     C = pd.read_csv(f'{DATA}/{g}_context_attention.csv'); C=C[(C.kv_cache_dtype=='bf16')&(C.seq_len>=16)]
     x,e = fit(ctx, C, g, [0.5,10,500],[0.05,0,0],[1.5,100,20000])
     o['ctx']=dict(ea=x[0],t0=x[1],s0=x[2],med=np.median(abs(e)),p90=np.percentile(abs(e),90),n=len(e))

@@ -89,7 +89,7 @@ pub struct RuleCondition {
     /// Tensor-parallel degree is at most this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tp_at_most: Option<u32>,
-    /// The weight format is one of these (`bf16`, `fp8`, `int4`).
+    /// The weight format is one of these (`bf16`, `fp8`, `int4`, `fp4`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dtype: Vec<String>,
     /// The longest accepted request (`engine.max_model_len`, else the
@@ -105,7 +105,7 @@ pub struct Context<'a> {
     pub gpu: Option<&'a GpuSpec>,
     /// Tensor-parallel degree.
     pub tp: u32,
-    /// Weight format name (`bf16`, `fp8`, `int4`).
+    /// Weight format name (`bf16`, `fp8`, `int4`, `fp4`).
     pub dtype: &'a str,
     /// `engine.max_model_len` if set, else the model's context, when known.
     pub max_model_len: Option<u32>,

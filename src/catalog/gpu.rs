@@ -23,6 +23,10 @@ pub struct GpuSpec {
     /// (FP8 weights then compute at the BF16 rate).
     #[serde(default)]
     pub fp8_tflops: f64,
+    /// Dense FP4 (NVFP4 / MXFP4) tensor-core peak, TFLOP/s; 0 when the GPU
+    /// has no FP4 units (FP4 weights then run weight-only at the BF16 rate).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fp4_tflops: f64,
     /// Interconnect name (informational).
     #[serde(default)]
     pub interconnect: String,
@@ -62,6 +66,10 @@ fn eight() -> u32 {
     8
 }
 
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
+}
+
 fn is_eight(v: &u32) -> bool {
     *v == 8
 }
@@ -93,8 +101,10 @@ impl GpuSpec {
         if !(self.memory_gib >= 0.0 && self.memory_gib.is_finite()) {
             return Err(format!("`memory_gib` must be 0 or positive, got {}", self.memory_gib));
         }
-        if !(self.fp8_tflops >= 0.0 && self.fp8_tflops.is_finite()) {
-            return Err(format!("`fp8_tflops` must be 0 or positive, got {}", self.fp8_tflops));
+        for (k, v) in [("fp8_tflops", self.fp8_tflops), ("fp4_tflops", self.fp4_tflops)] {
+            if !(v >= 0.0 && v.is_finite()) {
+                return Err(format!("`{k}` must be 0 or positive, got {v}"));
+            }
         }
         if !(self.price_per_hour >= 0.0 && self.price_per_hour.is_finite()) {
             return Err(format!("`price_per_hour` must be 0 or positive, got {}", self.price_per_hour));
@@ -133,6 +143,10 @@ pub struct KernelSpec {
     /// quantisation included); 0 where the GPU has no FP8 units.
     #[serde(default)]
     pub fp8_gemm_efficiency: f64,
+    /// Fraction of the FP4 tensor peak large W4A4 (NVFP4) GEMMs reach
+    /// (activation quantisation included); 0 where the GPU has no FP4 units.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fp4_gemm_efficiency: f64,
     /// Fraction of peak memory bandwidth reached by memory-bound kernels
     /// (weights streamed by skinny GEMMs, elementwise kernels).
     pub stream_efficiency: f64,
@@ -141,6 +155,9 @@ pub struct KernelSpec {
     /// Fixed time of the FP8 activation-quantisation kernel before a W8A8 GEMM, µs.
     #[serde(default)]
     pub fp8_quant_latency_us: f64,
+    /// Fixed time of the FP4 activation-quantisation kernel before a W4A4 GEMM, µs.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fp4_quant_latency_us: f64,
     /// Fixed time of one elementwise kernel (norm, RoPE, activation), µs.
     pub elementwise_latency_us: f64,
     /// Fraction of the BF16 peak prefill attention reaches on long sequences.
@@ -175,6 +192,11 @@ pub struct KernelSpec {
 /// The generic fused-MoE constants: the means of the A100 and H100 fits
 /// (docs/cost-model.md).
 pub const GENERIC_MOE: (f64, f64, f64) = (0.28, 0.76, 20.0);
+
+/// The generic W4A4 GEMM constants (efficiency against the FP4 peak,
+/// activation-quantisation latency in µs): B200's fit to AIConfigurator's
+/// NVFP4 GEMM table, the only FP4 kernel measurements (docs/cost-model.md).
+pub const GENERIC_FP4: (f64, f64) = (0.499, 2.8);
 
 /// Measured all-reduce performance at one tensor-parallel degree:
 /// time = latency + bytes × 2(tp − 1)/tp ÷ bus bandwidth.
@@ -222,6 +244,9 @@ impl KernelSpec {
             source: "generic: medians of the measured GPUs (no kernel measurements for this GPU)".into(),
             gemm_efficiency: 0.77,
             fp8_gemm_efficiency: if gpu.fp8_tflops > 0.0 { 0.55 } else { 0.0 },
+            // FP4: B200's fit, the only GPU with FP4 kernel measurements.
+            fp4_gemm_efficiency: if gpu.fp4_tflops > 0.0 { GENERIC_FP4.0 } else { 0.0 },
+            fp4_quant_latency_us: GENERIC_FP4.1,
             stream_efficiency: 0.84,
             gemm_latency_us: 3.8,
             fp8_quant_latency_us: 2.3,
@@ -256,12 +281,17 @@ impl KernelSpec {
                 return Err(format!("`kernels.{k}` must be in [0, 1] (0: generic), got {v}"));
             }
         }
-        if !(0.0..=1.0).contains(&self.fp8_gemm_efficiency) {
-            return Err(format!("`kernels.fp8_gemm_efficiency` must be in [0, 1], got {}", self.fp8_gemm_efficiency));
+        for (k, v) in
+            [("fp8_gemm_efficiency", self.fp8_gemm_efficiency), ("fp4_gemm_efficiency", self.fp4_gemm_efficiency)]
+        {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(format!("`kernels.{k}` must be in [0, 1], got {v}"));
+            }
         }
         for (k, v) in [
             ("gemm_latency_us", self.gemm_latency_us),
             ("fp8_quant_latency_us", self.fp8_quant_latency_us),
+            ("fp4_quant_latency_us", self.fp4_quant_latency_us),
             ("elementwise_latency_us", self.elementwise_latency_us),
             ("prefill_attention_half_len", self.prefill_attention_half_len),
             ("prefill_attention_latency_us", self.prefill_attention_latency_us),

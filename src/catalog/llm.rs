@@ -145,6 +145,43 @@ pub struct Mla {
     pub qk_rope_head_dim: u32,
     /// Per-head value width.
     pub v_head_dim: u32,
+    /// DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): a lightning indexer
+    /// picks the `topk` cached tokens each query attends to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub indexer: Option<SparseIndexer>,
+}
+
+/// The lightning indexer of DeepSeek Sparse Attention (config.json's
+/// `index_n_heads`, `index_head_dim`, `index_topk`): per layer, each query
+/// scores every cached token with `heads` small FP8 heads of `head_dim`
+/// against one cached FP8 index key per token, and the main (MLA) attention
+/// reads only the `topk` best. The indexer's projections are replicated on
+/// every tensor-parallel GPU, as vLLM's `Indexer` builds them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SparseIndexer {
+    /// Indexer heads (`index_n_heads`).
+    pub heads: u32,
+    /// Width of an indexer head and of the cached index key (`index_head_dim`).
+    pub head_dim: u32,
+    /// Cached tokens each query attends to (`index_topk`).
+    pub topk: u32,
+}
+
+impl SparseIndexer {
+    /// Cache bytes per token and layer: the FP8 index key and its FP32 scale.
+    pub fn bytes_per_token(&self) -> f64 {
+        self.head_dim as f64 + 4.0
+    }
+
+    /// Parameters per layer: the query projection from the query latent
+    /// (`q_rank` wide, or the hidden state without one), the key projection
+    /// and its LayerNorm, and the per-head weight projection.
+    pub fn params(&self, hidden: f64, q_rank: f64) -> f64 {
+        let (n, d) = (self.heads as f64, self.head_dim as f64);
+        let q_in = if q_rank > 0.0 { q_rank } else { hidden };
+        q_in * n * d + hidden * d + 2.0 * d + hidden * n
+    }
 }
 
 /// One kind of attention layer of a model, as one GPU of a `tp`-way
@@ -172,6 +209,11 @@ pub struct AttnKind {
     pub state_bytes_per_seq: f64,
     /// Linear attention: recurrence FLOPs per token per layer on one GPU.
     pub state_flops_per_token: f64,
+    /// Sparse attention: the indexer that scans every cached token, as
+    /// (FLOPs per scored (query, key) pair, cached index bytes per key).
+    /// The main attention then reads at most `window` keys per query, in
+    /// prefill too, while the KV of every token is kept.
+    pub indexer: Option<(f64, f64)>,
 }
 
 impl AttnKind {
@@ -238,7 +280,8 @@ impl LlmSpec {
             let q = if rq > 0.0 { h * rq + rq + rq * nh * qk } else { h * nh * qk };
             let kv =
                 h * (rkv + m.qk_rope_head_dim as f64) + rkv + rkv * nh * (m.qk_nope_head_dim + m.v_head_dim) as f64;
-            return q + kv + nh * m.v_head_dim as f64 * h;
+            let index = m.indexer.as_ref().map_or(0.0, |i| i.params(h, rq));
+            return q + kv + nh * m.v_head_dim as f64 * h + index;
         }
         let hd = self.head_dim as f64;
         let q = nh * hd;
@@ -280,11 +323,15 @@ impl LlmSpec {
             kv_per_token: true,
             state_bytes_per_seq: 0.0,
             state_flops_per_token: 0.0,
+            indexer: None,
         };
         let softmax = match &self.mla {
             Some(m) => AttnKind {
                 prefill_head_dim: (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim) as f64 / 2.0,
                 decode_head_dim: m.kv_lora_rank as f64 + m.qk_rope_head_dim as f64 / 2.0,
+                window: m.indexer.as_ref().map(|i| i.topk as f64),
+                // One multiply-add per indexer head and key element (the FP8 logits).
+                indexer: m.indexer.as_ref().map(|i| (2.0 * (i.heads * i.head_dim) as f64, i.bytes_per_token())),
                 ..gqa
             },
             None => gqa,
@@ -322,6 +369,7 @@ impl LlmSpec {
                 // delta update and S·q: about 8 multiply-adds per state element
                 // (an operation count, not a kernel measurement).
                 state_flops_per_token: 8.0 * nv * dk * dv,
+                indexer: None,
             });
         }
         kinds
@@ -350,7 +398,11 @@ impl LlmSpec {
     /// and rotary key (replicated on every GPU).
     fn kv_bytes_per_token_layer(&self, tp: f64, bytes: f64) -> f64 {
         match &self.mla {
-            Some(m) => (m.kv_lora_rank + m.qk_rope_head_dim) as f64 * bytes,
+            // The index keys stay FP8 whatever the latent's format.
+            Some(m) => {
+                (m.kv_lora_rank + m.qk_rope_head_dim) as f64 * bytes
+                    + m.indexer.as_ref().map_or(0.0, SparseIndexer::bytes_per_token)
+            }
             None => 2.0 * (self.num_kv_heads as f64 / tp).ceil() * self.head_dim as f64 * bytes,
         }
     }
@@ -463,8 +515,8 @@ impl LlmSpec {
             + if self.sliding_window.is_some() { self.sliding_window_layers.unwrap_or(0) } else { 0 };
         let layers =
             if capped == 0 { layers } else { layers * (self.num_layers - capped) as f64 / self.num_layers as f64 };
-        if let Some(m) = &self.mla {
-            return layers * (m.kv_lora_rank + m.qk_rope_head_dim) as f64 * bytes;
+        if self.mla.is_some() {
+            return layers * self.kv_bytes_per_token_layer(tp, bytes);
         }
         2.0 * layers * (self.num_kv_heads as f64 / tp).ceil() * self.head_dim as f64 * bytes
     }

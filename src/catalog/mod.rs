@@ -13,8 +13,8 @@ mod gpu;
 mod llm;
 
 pub use engine::EngineProfile;
-pub use gpu::{AllReduceSpec, GENERIC_MOE, GIB, GpuSpec, KernelSpec};
-pub use llm::{AttnKind, FfnKind, LinearAttention, LlmSpec, Mla};
+pub use gpu::{AllReduceSpec, GENERIC_FP4, GENERIC_MOE, GIB, GpuSpec, KernelSpec};
+pub use llm::{AttnKind, FfnKind, LinearAttention, LlmSpec, Mla, SparseIndexer};
 
 use crate::error::ConfigError;
 use serde::de::DeserializeOwned;

@@ -200,6 +200,9 @@ fn one() -> u32 {
     1
 }
 
+/// Bytes per NVFP4 weight: four bits, plus one FP8 scale per block of 16.
+pub const FP4_BYTES: f64 = 0.5625;
+
 /// Weight format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -211,6 +214,12 @@ pub enum Dtype {
     Fp8,
     /// 4-bit integer weights, 16-bit activations (W4A16): BF16 tensor-core rate.
     Int4,
+    /// 4-bit float weights and activations (W4A4, NVFP4: 16 E2M1 values
+    /// share one FP8 scale, 4.5 bits per weight): FP4 tensor-core rate on
+    /// GPUs with FP4 units (`fp4_tflops` > 0, Blackwell and MI355X);
+    /// elsewhere weight-only at the BF16 rate, as vLLM's Marlin FP4 fallback
+    /// runs it.
+    Fp4,
 }
 
 impl Dtype {
@@ -220,6 +229,7 @@ impl Dtype {
             Dtype::Bf16 => 2.0,
             Dtype::Fp8 => 1.0,
             Dtype::Int4 => 0.5,
+            Dtype::Fp4 => FP4_BYTES,
         }
     }
     /// Lower-case name.
@@ -228,6 +238,7 @@ impl Dtype {
             Dtype::Bf16 => "bf16",
             Dtype::Fp8 => "fp8",
             Dtype::Int4 => "int4",
+            Dtype::Fp4 => "fp4",
         }
     }
 }
@@ -437,6 +448,11 @@ pub struct EngineConfig {
     pub max_num_seqs: u32,
     /// Token budget of one engine step (prefill chunk tokens + one per decode).
     pub max_num_batched_tokens: u32,
+    /// Multi-step scheduling (vLLM 0.6's `--num-scheduler-steps`): a batch
+    /// is scheduled once and runs this many steps; the steps after the first
+    /// admit nobody, start no prompt and pay no host-side step cost. Without
+    /// chunked prefill only decode batches run several steps. 1: off.
+    pub num_scheduler_steps: u32,
     /// Split prefills into chunks that fill the token budget next to decodes.
     pub chunked_prefill: bool,
     /// Tokens per KV-cache block.
@@ -718,6 +734,7 @@ impl Default for EngineConfig {
             prefix_caching: false,
             kv_watermark: 0.0,
             max_num_seqs: 256,
+            num_scheduler_steps: 1,
             max_num_batched_tokens: 8192,
             chunked_prefill: true,
             block_size: 16,

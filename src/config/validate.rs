@@ -130,6 +130,13 @@ impl Scenario {
             non_negative("hardware.grid_gco2_per_kwh", p)?;
         }
         let e = &self.engine;
+        if e.num_scheduler_steps == 0 || e.num_scheduler_steps > 1024 {
+            return fail(
+                "engine.num_scheduler_steps",
+                "must be between 1 and 1024",
+                "set num_scheduler_steps = 1 (off) or the steps per schedule, e.g. 8 as vLLM 0.6's benchmarks used",
+            );
+        }
         if e.max_num_seqs == 0 {
             return fail("engine.max_num_seqs", "must be at least 1", "set max_num_seqs >= 1 (vLLM's default is 256)");
         }

@@ -34,7 +34,7 @@
 
 use super::{Layout, StepBatch, StepCost, StepCostModel};
 use crate::catalog::{AttnKind, GpuSpec, KernelSpec, LlmSpec};
-use crate::config::{CostConfig, Dtype, KvDtype};
+use crate::config::{CostConfig, Dtype, FP4_BYTES, KvDtype};
 
 /// Activation element size (BF16), bytes.
 const ACT: f64 = 2.0;
@@ -67,7 +67,9 @@ pub enum Path {
     Bf16,
     /// FP8 weights and activations on FP8 tensor cores (plus activation quantisation).
     W8A8,
-    /// Narrow weights (FP8 without FP8 units, INT4), BF16 compute.
+    /// NVFP4 weights and activations on FP4 tensor cores (plus activation quantisation).
+    W4A4,
+    /// Narrow weights (FP8 without FP8 units, INT4, FP4 without FP4 units), BF16 compute.
     WeightOnly(f64),
 }
 
@@ -80,6 +82,8 @@ pub struct Kernels {
     pub peak_bf16: f64,
     /// FP8 tensor peak, FLOP/s (0: none).
     pub peak_fp8: f64,
+    /// FP4 tensor peak, FLOP/s (0: none).
+    pub peak_fp4: f64,
     /// Memory bandwidth, bytes/s.
     pub bw: f64,
 }
@@ -91,6 +95,7 @@ impl Kernels {
             k: gpu.kernels.clone().unwrap_or_else(|| KernelSpec::generic(gpu)),
             peak_bf16: gpu.bf16_tflops * 1e12,
             peak_fp8: gpu.fp8_tflops * 1e12,
+            peak_fp4: gpu.fp4_tflops * 1e12,
             bw: gpu.memory_bandwidth_gbps * 1e9,
         }
     }
@@ -104,6 +109,7 @@ impl Kernels {
         let (peak, eff, wbytes) = match path {
             Path::Bf16 => (self.peak_bf16, self.k.gemm_efficiency, 2.0),
             Path::W8A8 => (self.peak_fp8, self.k.fp8_gemm_efficiency, 1.0),
+            Path::W4A4 => (self.peak_fp4, self.k.fp4_gemm_efficiency, FP4_BYTES),
             Path::WeightOnly(b) => (self.peak_bf16, self.k.gemm_efficiency, b),
         };
         let flops = 2.0 * m * n * kk;
@@ -113,10 +119,15 @@ impl Kernels {
         let mp = if m < TILE_M { m } else { (m / TILE_M).ceil() * TILE_M };
         let stream = self.bw * self.k.stream_efficiency;
         let mut t = smax(2.0 * mp * n * kk / (peak * eff * scale), bytes / stream) + self.k.gemm_latency_us * 1e-6;
-        if path == Path::W8A8 {
-            // Dynamic activation quantisation: read BF16, write FP8.
-            acc.bytes += m * kk * 3.0;
-            t += self.k.fp8_quant_latency_us * 1e-6 + m * kk * 3.0 / stream;
+        // Dynamic activation quantisation: read BF16, write FP8 (or FP4 and its block scales).
+        let quant = match path {
+            Path::W8A8 => Some((self.k.fp8_quant_latency_us, 3.0)),
+            Path::W4A4 => Some((self.k.fp4_quant_latency_us, ACT + FP4_BYTES)),
+            _ => None,
+        };
+        if let Some((lat, per)) = quant {
+            acc.bytes += m * kk * per;
+            t += lat * 1e-6 + m * kk * per / stream;
         }
         t
     }
@@ -147,6 +158,8 @@ impl Kernels {
             Path::Bf16 => (self.peak_bf16, 2.0, eff),
             // FP8 experts: the FP8 peak, scaled as dense FP8 GEMMs are against BF16 ones.
             Path::W8A8 => (self.peak_fp8, 1.0, eff * self.k.fp8_gemm_efficiency / self.k.gemm_efficiency),
+            // FP4 experts: likewise against the FP4 peak.
+            Path::W4A4 => (self.peak_fp4, FP4_BYTES, eff * self.k.fp4_gemm_efficiency / self.k.gemm_efficiency),
             Path::WeightOnly(b) => (self.peak_bf16, b, eff),
         };
         let per = rows / touched.max(1e-9);
@@ -268,6 +281,9 @@ pub struct KernelModel {
     gemm_eff: f64,
     moe_eff: f64,
     attn_eff: f64,
+    /// The sparse-attention indexer's FP8 logits run at the FP8 peak where
+    /// the GPU has FP8 units: its time per FLOP relative to the BF16 peak.
+    index_rate: f64,
     /// Layers of the largest pipeline stage.
     layers: f64,
     /// Layers of the whole model (FLOP and byte accounting).
@@ -307,11 +323,15 @@ impl KernelModel {
         let kern = Kernels::new(gpu);
         let tp = layout.tp.max(1) as f64;
         let fp8_units = gpu.fp8_tflops > 0.0 && kern.k.fp8_gemm_efficiency > 0.0;
+        let fp4_units = gpu.fp4_tflops > 0.0 && kern.k.fp4_gemm_efficiency > 0.0;
         let path = match dtype {
             Dtype::Bf16 => Path::Bf16,
             Dtype::Fp8 if fp8_units => Path::W8A8,
             Dtype::Fp8 => Path::WeightOnly(1.0),
             Dtype::Int4 => Path::WeightOnly(0.5),
+            Dtype::Fp4 if fp4_units => Path::W4A4,
+            // vLLM's Marlin FP4 fallback (marlin_utils_fp4.py): FP4 weights, BF16 compute.
+            Dtype::Fp4 => Path::WeightOnly(FP4_BYTES),
         };
         let h = llm.hidden_size as f64;
         let hd = llm.head_dim as f64;
@@ -388,13 +408,18 @@ impl KernelModel {
         let elementwise =
             (2.0 * 4.0 * h + 2.0 * (q + kvw) / tp + (gated + 1.0) * (act_width * (1.0 - moe_frac) + moe_act)) * ACT;
         KernelModel {
-            peak_flops: if path == Path::W8A8 { kern.peak_fp8 } else { kern.peak_bf16 },
+            peak_flops: match path {
+                Path::W8A8 => kern.peak_fp8,
+                Path::W4A4 => kern.peak_fp4,
+                _ => kern.peak_bf16,
+            },
             gemm_eff: cost.gemm_efficiency_scale,
             moe_eff: match llm.expert_weight_bits {
                 Some(bits) if bits <= 4.5 => cost.w4_moe_efficiency_scale.unwrap_or(cost.moe_efficiency_scale),
                 _ => cost.moe_efficiency_scale,
             },
             attn_eff: cost.attention_efficiency_scale,
+            index_rate: if fp8_units { kern.peak_bf16 / kern.peak_fp8 } else { 1.0 },
             layers: stage,
             model_layers: total,
             pp: layout.pp.max(1) as f64,
@@ -534,6 +559,17 @@ impl KernelModel {
                 + k.prefill_attention_latency_us * 1e-6;
             flops += f;
             bytes += by;
+            if let Some((per_pair, idx_bytes)) = kind.indexer {
+                // The indexer scores every causal (query, key) pair.
+                let pairs = b.prefill_attn_pairs * inv_m;
+                let (f, by) = (per_pair * pairs, idx_bytes * (b.prefill_ctx_tokens * inv_m + p));
+                // The attention kernel's formula costs 4·heads·head_dim FLOPs per pair at the BF16 peak.
+                let width = per_pair / 4.0 * self.index_rate;
+                time += self.kern.prefill_attention_work(1.0, width, pairs, p, by, self.attn_eff)
+                    + k.prefill_attention_latency_us * 1e-6;
+                flops += f;
+                bytes += by;
+            }
         }
         if b.decode_seqs > 0 {
             let n = b.decode_seqs as f64 * inv_m;
@@ -545,6 +581,15 @@ impl KernelModel {
             let by = kv * ctx + n * 2.0 * heads * hd * ACT;
             let f = 4.0 * heads * hd * ctx;
             time += self.kern.decode_attention_work(by, f, n, self.attn_eff);
+            if let Some((per_pair, idx_bytes)) = kind.indexer {
+                // The indexer reads every cached index key.
+                let keys = b.decode_ctx_tokens * inv_m;
+                let (f, by) = (per_pair * keys, idx_bytes * keys);
+                time += self.kern.decode_attention_work(by, f * self.index_rate, n, self.attn_eff)
+                    + k.decode_attention_latency_us * 1e-6;
+                flops += f;
+                bytes += by;
+            }
             // One attention launch serves prefill and decode tokens together.
             if b.prefill_tokens == 0 {
                 time += k.decode_attention_latency_us * 1e-6;
@@ -667,6 +712,13 @@ fn attention_gemms(llm: &LlmSpec, path: Path, tp: f64, soft: f64, linear: f64) -
             v.push(g(rkv + m.qk_rope_head_dim as f64, h, soft));
             v.push(g(nh * (m.qk_nope_head_dim + m.v_head_dim) as f64 / tp, rkv, soft));
             v.push(g(h, nh * m.v_head_dim as f64 / tp, soft));
+            if let Some(i) = &m.indexer {
+                // The DSA indexer's query (from the query latent), key and
+                // head-weight projections, replicated on every GPU.
+                let (n, d) = (i.heads as f64, i.head_dim as f64);
+                v.push(g(n * d, if rq > 0.0 { rq } else { h }, soft));
+                v.push(g(d + n, h, soft));
+            }
             v
         }
         None => {
@@ -691,7 +743,7 @@ impl StepCostModel for KernelModel {
         let mut c = self.gpu_time(b);
         // Kernels run behind their launches: an eager step lasts at least its launch time.
         let gpu = c.time.max(self.launch(b));
-        let cpu = self.cpu(b);
+        let cpu = if b.host_free { 0.0 } else { self.cpu(b) };
         c.time = (gpu + cpu - self.cpu_overlap * gpu.min(cpu)) * self.time_scale;
         c
     }

@@ -39,6 +39,9 @@ pub struct StepBatch {
     /// Speculative decoding: draft tokens proposed per decoding sequence (k);
     /// each decoding sequence then verifies k + 1 tokens (0: off).
     pub spec_tokens: u32,
+    /// A step inside a multi-step window after its first: the host neither
+    /// schedules nor prepares inputs (no CPU step overhead).
+    pub host_free: bool,
 }
 
 impl StepBatch {
@@ -47,8 +50,10 @@ impl StepBatch {
     /// where the engine keeps only the window (hybrid models); a model whose
     /// every layer slides keeps the prefill cost of full attention (the
     /// Mistral-7B rows of the TensorRT-LLM table fit that, not the capped cost).
+    /// Sparse attention (an indexer) caps every query at its top-k keys, in
+    /// prefill too, while the KV of every token is kept.
     pub fn prefill_reads(&self, kind: &crate::catalog::AttnKind) -> (f64, f64) {
-        match kind.window.filter(|_| !kind.kv_per_token) {
+        match kind.window.filter(|_| !kind.kv_per_token || kind.indexer.is_some()) {
             Some(w) => (
                 self.prefill_attn_pairs.min(self.prefill_tokens as f64 * w),
                 self.prefill_ctx_tokens.min(self.prefill_seqs as f64 * w),

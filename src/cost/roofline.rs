@@ -159,6 +159,7 @@ impl Roofline {
         let w = dtype.bytes();
         let peak_flops = match dtype {
             Dtype::Fp8 if gpu.fp8_tflops > 0.0 => gpu.fp8_tflops,
+            Dtype::Fp4 if gpu.fp4_tflops > 0.0 => gpu.fp4_tflops,
             _ => gpu.bf16_tflops,
         } * 1e12;
         let peak_bw = gpu.memory_bandwidth_gbps * 1e9;
@@ -287,6 +288,11 @@ impl Roofline {
                 kind.kv_bytes_per_token * (ctx * inv_m + p) + p * (2.0 * heads * hd * ACT),
                 acc,
             );
+            if let Some((per_pair, idx_bytes)) = kind.indexer {
+                // The sparse-attention indexer scores every causal pair.
+                let by = idx_bytes * (b.prefill_ctx_tokens * inv_m + p);
+                *lt += self.op(per_pair * b.prefill_attn_pairs * inv_m, by, acc);
+            }
         }
         if b.decode_seqs > 0 {
             let n = b.decode_seqs as f64;
@@ -300,6 +306,11 @@ impl Roofline {
                 kind.kv_bytes_per_token * ctx + n * inv_m * (2.0 * heads * hd * ACT),
                 acc,
             );
+            if let Some((per_pair, idx_bytes)) = kind.indexer {
+                // ... and reads every cached index key.
+                let keys = b.decode_ctx_tokens * inv_m;
+                *lt += self.op(per_pair * keys, idx_bytes * keys, acc);
+            }
         }
     }
 
@@ -373,6 +384,14 @@ impl Roofline {
     }
 }
 
+impl Roofline {
+    /// The host-side overheads of a step (none inside a multi-step window).
+    #[inline]
+    fn host(&self, b: &StepBatch) -> f64 {
+        if b.host_free { 0.0 } else { self.step_overhead + self.per_request_overhead * b.new_requests as f64 }
+    }
+}
+
 impl StepCostModel for Roofline {
     #[inline]
     fn step(&mut self, b: &StepBatch) -> StepCost {
@@ -409,8 +428,7 @@ impl StepCostModel for Roofline {
             if b.logits > 0 {
                 time += self.lm_head(b.logits as f64, &mut cost);
             }
-            cost.time =
-                (time + self.step_overhead + self.per_request_overhead * b.new_requests as f64) * self.time_scale;
+            cost.time = (time + self.host(b)) * self.time_scale;
             return cost;
         }
         let per_gpu = m * self.inv_pp;
@@ -432,7 +450,7 @@ impl StepCostModel for Roofline {
             cost.flops += lm.flops * slots * self.inv_pp;
             cost.bytes += lm.bytes * slots * self.inv_pp;
         }
-        cost.time = (time + self.step_overhead + self.per_request_overhead * b.new_requests as f64) * self.time_scale;
+        cost.time = (time + self.host(b)) * self.time_scale;
         cost
     }
 

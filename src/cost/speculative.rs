@@ -44,6 +44,7 @@ impl<C: StepCostModel> Speculative<C> {
             logits: b.logits + b.decode_seqs * b.spec_tokens,
             new_requests: b.new_requests,
             spec_tokens: 0,
+            host_free: b.host_free,
         }
     }
 }

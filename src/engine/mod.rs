@@ -123,6 +123,8 @@ pub struct EngineParams {
     pub watermark_blocks: u64,
     /// Speculative decoding: tokens proposed per decoding sequence and step (0: off).
     pub spec_k: u32,
+    /// Multi-step scheduling: steps run per schedule (1: every step is scheduled).
+    pub scheduler_steps: u32,
     /// Prefill pool: after its first token a request leaves for a decode pool,
     /// its KV blocks held until the transfer ends.
     pub handoff: bool,
@@ -266,6 +268,8 @@ pub struct Replica<C> {
     /// `admission = "reserve"`: blocks promised to requests admitted in the
     /// step being formed (their whole remaining output).
     step_promised: u64,
+    /// Multi-step scheduling: steps left in the current window after the one in flight.
+    window_left: u32,
     /// Start of the measurement window.
     window_start: f64,
     /// Time the waiting/running integrals were last brought up to.
@@ -353,6 +357,7 @@ impl<C: StepCostModel> Replica<C> {
             swap: swap::Swap::new(p.swap_blocks, p.swap_block_time),
             ratio: p.new_token_ratio.0,
             step_promised: 0,
+            window_left: 0,
             window_start,
             t_touch: 0.0,
             clocks: attribution::Clocks::default(),
@@ -936,10 +941,17 @@ impl<C: StepCostModel> Replica<C> {
             self.step_promised = 0;
             self.step.clear();
             self.clocks.block = Block::Step;
-            if !self.ready.is_empty() {
+            // Multi-step scheduling: inside a window the batch scheduled at its
+            // start decodes on and nobody joins (vLLM 0.6 reuses the cached
+            // schedule while the batch has remaining steps).
+            let continuation = self.window_left > 0 && self.decode.n > 0;
+            if !continuation && !self.ready.is_empty() {
                 self.admit_ready(now, sinks);
             }
-            if let BatchPolicy::Static { timeout } = self.p.batching
+            if continuation {
+                self.reserve_decode_blocks(now, sinks);
+                self.step.decodes = self.decode.n > 0;
+            } else if let BatchPolicy::Static { timeout } = self.p.batching
                 && self.running.is_empty()
             {
                 // Form a batch when it is full or its oldest request has waited long enough.
@@ -953,7 +965,8 @@ impl<C: StepCostModel> Replica<C> {
                     return None;
                 }
             }
-            if let BatchPolicy::Chunked { .. } | BatchPolicy::Mixed = self.p.batching {
+            if continuation {
+            } else if let BatchPolicy::Chunked { .. } | BatchPolicy::Mixed = self.p.batching {
                 // Whole prompts only without chunking (Orca): a prompt joins a step
                 // only if it fits the budget left by the decodes.
                 let whole = !self.p.batching.chunked();
@@ -1071,6 +1084,17 @@ impl<C: StepCostModel> Replica<C> {
                 let victim = self.running.newest();
                 self.preempt(now, victim, sinks);
                 continue;
+            }
+            if self.p.scheduler_steps > 1 {
+                if continuation {
+                    self.window_left -= 1;
+                    self.step.batch.host_free = true;
+                } else if self.step.chunks.is_empty() || self.p.batching.chunked() {
+                    // Without chunked prefill only a decode batch runs several steps.
+                    self.window_left = self.p.scheduler_steps - 1;
+                } else {
+                    self.window_left = 0;
+                }
             }
             self.step.cost = self.cost.step(&self.step.batch);
             if let Some((blocks, t)) = self.swap.take_step() {
@@ -1204,7 +1228,8 @@ impl<C: StepCostModel> Replica<C> {
     ) -> f64 {
         loop {
             let end = self.step.start + self.step.cost.time;
-            let steady = self.step.busy
+            let steady = self.p.scheduler_steps <= 1
+                && self.step.busy
                 && self.step.decodes
                 && self.step.chunks.is_empty()
                 && self.decode.joiners.is_empty()

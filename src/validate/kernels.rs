@@ -50,6 +50,8 @@ pub fn aic_table(system: &str, kind: &str) -> Table {
         ("h200_sxm", "custom") => include_str!("../../validation/data/aic/h200_sxm_custom_allreduce.csv"),
         ("b200_sxm", "custom") => include_str!("../../validation/data/aic/b200_sxm_custom_allreduce.csv"),
         ("l40s", "custom") => include_str!("../../validation/data/aic/l40s_custom_allreduce.csv"),
+        ("b300_sxm", "gemm") => include_str!("../../validation/data/aic/b300_sxm_gemm.csv"),
+        ("gb200", "gemm") => include_str!("../../validation/data/aic/gb200_gemm.csv"),
         _ => panic!("no AIConfigurator table {system} {kind}"),
     };
     Table::parse(text, &format!("aic/{system}_{kind}"))
@@ -67,9 +69,12 @@ pub fn gemm_row(k: &Kernels, t: &Table, r: &[String]) -> Option<(String, f64, f6
     let path = match t.get(r, "dtype") {
         "bf16" => GemmPath::Bf16,
         "fp8" => GemmPath::W8A8,
+        "nvfp4" => GemmPath::W4A4,
         _ => return None,
     };
-    if path == GemmPath::W8A8 && k.k.fp8_gemm_efficiency <= 0.0 {
+    if (path == GemmPath::W8A8 && k.k.fp8_gemm_efficiency <= 0.0)
+        || (path == GemmPath::W4A4 && k.k.fp4_gemm_efficiency <= 0.0)
+    {
         return None;
     }
     let (m, n, kk) = (t.num(r, "m"), t.num(r, "n"), t.num(r, "k"));
@@ -111,7 +116,11 @@ pub fn gemm(catalog: &Catalog) -> crate::Result<Dataset> {
         let t = aic_table(sys, "gemm");
         for r in &t.rows {
             if let Some((id, m, p)) = gemm_row(&k, &t, r) {
-                let metric = if id.starts_with("fp8") { "fp8 GEMM ms" } else { "bf16 GEMM ms" };
+                let metric = match id.split(' ').next() {
+                    Some("fp8") => "fp8 GEMM ms",
+                    Some("nvfp4") => "nvfp4 GEMM ms",
+                    _ => "bf16 GEMM ms",
+                };
                 rows.push(Row::new(format!("{name} {id}"), metric, m, p));
             }
         }
@@ -195,6 +204,48 @@ pub fn allreduce(catalog: &Catalog) -> crate::Result<Dataset> {
     })
 }
 
+/// (AIConfigurator system, catalogue GPU) pairs whose catalogue files have
+/// no `[kernels]` table: their GEMM tables judge the generic kernel values.
+pub const UNFITTED: &[(&str, &str)] = &[("b300_sxm", "b300"), ("gb200", "gb200")];
+
+/// GEMM times (BF16, FP8, NVFP4) on GPUs the kernel constants were not fitted
+/// to, predicted as a scenario on them runs: catalogue peaks and generic
+/// kernel values ([`KernelSpec::generic`], whose FP4 constants are B200's fit).
+pub fn unfitted_gpus(catalog: &Catalog) -> crate::Result<Dataset> {
+    let mut rows = Vec::new();
+    for &(sys, name) in UNFITTED {
+        let g = gpu(catalog, name);
+        if g.kernels.is_some() {
+            return Err(
+                crate::ConfigError::new(format!("GPU {name} has a [kernels] table: it is no longer held out")).into()
+            );
+        }
+        let k = Kernels::new(&g);
+        let t = aic_table(sys, "gemm");
+        for r in &t.rows {
+            if let Some((id, m, p)) = gemm_row(&k, &t, r) {
+                let metric = format!("{} GEMM ms", id.split(' ').next().unwrap_or("bf16"));
+                rows.push(Row::new(format!("{name} {id}"), &metric, m, p));
+            }
+        }
+    }
+    Ok(Dataset {
+        key: "kernels-unfitted-gpu".into(),
+        title: "GEMM times (BF16, FP8, NVFP4) on B300 and GB200, GPUs without a [kernels] fit".into(),
+        source: "validation/data/aic/{b300_sxm,gb200}_gemm.csv: NVIDIA AIConfigurator kernel database \
+                 (ai-dynamo/aiconfigurator @095f58a5, Apache-2.0), vLLM 0.24 kernels (torch linear, CUTLASS FP8, \
+                 FlashInfer CuTe-DSL NVFP4), every third shape of the B200 subset"
+            .into(),
+        method:
+            "cost::Kernels::gemm with the catalogue's peaks and KernelSpec::generic (what a scenario on these GPUs \
+                 uses)"
+                .into(),
+        role: Role::HeldOut,
+        note: "held out: nothing was fitted to these GPUs; the FP4 constants come from B200 alone".into(),
+        rows,
+    })
+}
+
 /// The kernel constants of a GPU taken from other GPUs: the median of each
 /// efficiency and latency over `others`, all-reduce from the interconnect.
 pub fn spec_from_others(target: &GpuSpec, others: &[KernelSpec]) -> KernelSpec {
@@ -210,6 +261,9 @@ pub fn spec_from_others(target: &GpuSpec, others: &[KernelSpec]) -> KernelSpec {
         stream_efficiency: med(&|k| k.stream_efficiency),
         gemm_latency_us: med(&|k| k.gemm_latency_us),
         fp8_quant_latency_us: med(&|k| k.fp8_quant_latency_us),
+        // No other GPU has FP4 measurements: a held-out B200 gets none.
+        fp4_gemm_efficiency: if target.fp4_tflops > 0.0 { med(&|k| k.fp4_gemm_efficiency) } else { 0.0 },
+        fp4_quant_latency_us: med(&|k| k.fp4_quant_latency_us),
         elementwise_latency_us: med(&|k| k.elementwise_latency_us),
         prefill_attention_efficiency: med(&|k| k.prefill_attention_efficiency),
         prefill_attention_half_len: med(&|k| k.prefill_attention_half_len),

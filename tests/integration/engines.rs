@@ -332,3 +332,37 @@ fn check_prints_the_engine_log_and_warns_of_few_sequences() {
     let roomy = common::setup(FP8_70B_H100, &["model.name=\"llama-3.1-8b\""]);
     assert!(!servesim::export::format_check(&roomy).contains("warning: the KV cache holds only"));
 }
+
+#[test]
+fn multi_step_scheduling_trades_first_tokens_for_token_speed() {
+    // vLLM 0.6 with --num-scheduler-steps 8: a decode batch is scheduled once
+    // and runs 8 steps, so the host's 2 ms per step is paid once per 8 (TPOT
+    // falls), while a new prompt waits for the window to end (TTFT rises).
+    let text = r#"
+name = "multi-step"
+seed = 5
+num_requests = 1500
+[model]
+name = "llama-3.1-8b"
+[hardware]
+gpu = "h100-sxm"
+[engine]
+preset = "vllm-v0"
+[workload]
+arrival = "poisson"
+rate = 4
+prompt_tokens = { dist = "lognormal", mean = 1000, cv = 1.0 }
+output_tokens = { dist = "lognormal", mean = 250, cv = 1.0 }
+"#;
+    let one = common::run(text, &[]);
+    let same = common::run(text, &["engine.num_scheduler_steps=1"]);
+    assert_eq!(serde_json::to_string(&one.summary).unwrap(), serde_json::to_string(&same.summary).unwrap());
+    let eight = common::run(text, &["engine.num_scheduler_steps=8"]);
+    let (m1, m8) = (&one.summary.metrics, &eight.summary.metrics);
+    assert!(m8.tpot.dist.mean < 0.9 * m1.tpot.dist.mean, "TPOT {} -> {} ms", m1.tpot.dist.mean, m8.tpot.dist.mean);
+    assert!(m8.ttft.dist.mean > 1.3 * m1.ttft.dist.mean, "TTFT {} -> {} ms", m1.ttft.dist.mean, m8.ttft.dist.mean);
+    assert_eq!(m8.completed, m1.completed);
+    // A scenario cannot ask for zero steps per schedule.
+    let err = common::config_error(text, &["engine.num_scheduler_steps=0"]);
+    assert!(err.contains("engine.num_scheduler_steps"), "{err}");
+}

@@ -268,3 +268,13 @@ output_tokens = { dist = "fixed", value = 200 }
         assert!(completed > 0, "{sets:?}");
     }
 }
+
+#[test]
+fn multi_step_scheduling_keeps_the_invariants() {
+    // Windows of 8 steps with whole-prompt steps and with chunked prefill,
+    // under preemption and rejection.
+    for chunked in ["true", "false"] {
+        let rep = check(&["engine.num_scheduler_steps=8", &format!("engine.chunked_prefill={chunked}")]);
+        assert!(rep.summary.utilisation.preemptions > 0, "chunked {chunked}: the tight cache should preempt");
+    }
+}

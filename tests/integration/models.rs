@@ -22,13 +22,15 @@ fn close(got: f64, want: f64, rel: f64) -> bool {
 fn parameter_counts_match_the_published_totals() {
     // Model cards / READMEs: gpt-oss 116.8B and 20.9B (biases, 0.03 %, left
     // out), DeepSeek-V3 671B without its MTP module, Qwen3.5-9B's GGUF 8.95B,
-    // Qwen3-Next 79.7B from its config.
+    // Qwen3-Next 79.7B from its config, GLM-5 744B (its card; the shapes sum
+    // to 743.9B without the MTP layer, the DSA indexer's 9.4M per layer in).
     for (name, total) in [
         ("gpt-oss-120b", 116.8e9),
         ("gpt-oss-20b", 20.9e9),
         ("deepseek-v3", 671.0e9),
         ("qwen3.5-9b", 8.95e9),
         ("qwen3-next-80b-a3b", 79.7e9),
+        ("glm-5", 744.0e9),
     ] {
         let p = llm(name).total_params();
         assert!(close(p, total, 0.002), "{name}: {p:.4e} parameters, published {total:.4e}");
@@ -197,4 +199,75 @@ fn a_model_too_big_for_one_domain_gets_a_fix_inside_it() {
         assert!(err.contains("needs 626.7 GiB") && err.contains("8 × H100-SXM holds"), "{preset}: {err}");
         assert!(!err.contains("holds -") && !err.contains("tp = 16"), "{preset}: {err}");
     }
+}
+
+#[test]
+fn fp4_weights_use_fp4_tensor_cores_only_where_the_gpu_has_them() {
+    // Llama-3.3-70B on one GPU: a 4,096-token prefill is compute-bound, a
+    // 64-sequence decode streams the weights.
+    let l = llm("llama-3.3-70b");
+    let cost = CostConfig { step_overhead_ms: 0.0, ..CostConfig::default() };
+    let prefill = StepBatch {
+        prefill_tokens: 4096,
+        prefill_seqs: 1,
+        prefill_attn_pairs: 4096.0 * 4097.0 / 2.0,
+        logits: 1,
+        ..Default::default()
+    };
+    let time = |gpu: &str, d: Dtype, b: &StepBatch| {
+        let g = Catalog::builtin().unwrap().gpu(gpu).unwrap().spec.clone();
+        KernelModel::new(&l, &g, &Layout::tensor(1), d, KvDtype::Bf16, &cost).step(b).time
+    };
+    // B200 has FP4 units (9 PF dense, twice FP8): the prefill's GEMMs run at
+    // about twice the FP8 rate, so the step is clearly shorter.
+    let (b_fp8, b_fp4) = (time("b200", Dtype::Fp8, &prefill), time("b200", Dtype::Fp4, &prefill));
+    assert!(b_fp4 < 0.75 * b_fp8, "B200 prefill fp4 {b_fp4} s vs fp8 {b_fp8} s");
+    // H100 has none: vLLM's Marlin fallback computes in BF16, so an FP4
+    // prefill is no faster than BF16 and slower than FP8 ...
+    let (h_bf16, h_fp8, h_fp4) = (
+        time("h100-sxm", Dtype::Bf16, &prefill),
+        time("h100-sxm", Dtype::Fp8, &prefill),
+        time("h100-sxm", Dtype::Fp4, &prefill),
+    );
+    assert!(h_fp4 > h_fp8 && close(h_fp4, h_bf16, 0.05), "H100 prefill fp4 {h_fp4} / fp8 {h_fp8} / bf16 {h_bf16}");
+    // ... while its decode still streams 4.5-bit weights: faster than FP8.
+    let d = decode(64, 2048.0);
+    let (h_fp8_d, h_fp4_d) = (time("h100-sxm", Dtype::Fp8, &d), time("h100-sxm", Dtype::Fp4, &d));
+    assert!(h_fp4_d < 0.8 * h_fp8_d, "H100 decode fp4 {h_fp4_d} s vs fp8 {h_fp8_d} s");
+    // An FP4 weight takes 4.5 bits (16 E2M1 values share one FP8 scale).
+    assert_eq!(Dtype::Fp4.bytes(), 0.5625);
+}
+
+#[test]
+fn sparse_attention_reads_the_top_k_and_its_indexer_scans_every_token() {
+    // GLM-5 (DSA): each token keeps its 576-wide latent (BF16) and a 132 B
+    // FP8 index key in all 78 layers.
+    let glm = llm("glm-5");
+    assert_eq!(glm.kv_bytes_per_token(78.0, 1.0, 2.0), 78.0 * (576.0 * 2.0 + 132.0));
+    let mut dense = glm.clone();
+    dense.mla.as_mut().unwrap().indexer = None;
+    let g = Catalog::builtin().unwrap().gpu("b200").unwrap().spec.clone();
+    let cost = CostConfig { step_overhead_ms: 0.0, ..CostConfig::default() };
+    let time = |l: &LlmSpec, b: &StepBatch| {
+        KernelModel::new(l, &g, &Layout::tensor(8), Dtype::Fp8, KvDtype::Bf16, &cost).step(b).time
+    };
+    // Below the top-k (2,048 keys) the main attention reads everything and the
+    // indexer only adds work.
+    assert!(time(&glm, &decode(64, 1024.0)) > time(&dense, &decode(64, 1024.0)));
+    // At 64K of context the main attention reads 2,048 keys instead of 65,536:
+    // context growth costs far less than dense MLA, but not nothing (the
+    // indexer still reads every index key).
+    let grow = |l: &LlmSpec| time(l, &decode(64, 65_536.0)) - time(l, &decode(64, 2048.0));
+    let (sparse, full) = (grow(&glm), grow(&dense));
+    assert!(sparse > 0.0 && sparse < full / 2.0, "context growth: DSA {sparse} s, dense MLA {full} s");
+    // A 32K prefill: every query attends to at most 2,048 keys.
+    let s = 32_768.0;
+    let prefill = StepBatch {
+        prefill_tokens: 32_768,
+        prefill_seqs: 1,
+        prefill_attn_pairs: s * (s + 1.0) / 2.0,
+        logits: 1,
+        ..Default::default()
+    };
+    assert!(time(&glm, &prefill) < time(&dense, &prefill), "sparse prefill is cheaper at 32K");
 }
