@@ -184,6 +184,16 @@ pub struct KernelSpec {
     /// Fixed time of one fused MoE layer (routing, permutation, both GEMMs), µs; 0: the generic value.
     #[serde(default)]
     pub moe_latency_us: f64,
+    /// The same three constants for TensorRT-LLM's CUTLASS MoE kernels
+    /// (`cost.moe_kernel = "cutlass"`): efficiency against the peak; 0: generic.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cutlass_moe_efficiency: f64,
+    /// CUTLASS MoE: fraction of peak bandwidth reading the touched experts; 0: generic.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cutlass_moe_stream_efficiency: f64,
+    /// CUTLASS MoE: fixed time of one MoE layer, µs (with the efficiencies: 0 and both others 0 mean generic).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cutlass_moe_latency_us: f64,
     /// All-reduce latency and bus bandwidth by tensor-parallel degree.
     #[serde(default)]
     pub allreduce: Vec<AllReduceSpec>,
@@ -192,6 +202,10 @@ pub struct KernelSpec {
 /// The generic fused-MoE constants: the means of the A100 and H100 fits
 /// (docs/cost-model.md).
 pub const GENERIC_MOE: (f64, f64, f64) = (0.28, 0.76, 20.0);
+
+/// The generic CUTLASS MoE constants (TensorRT-LLM): the medians of the
+/// A100, H100, H200, B200 and L40S fits (docs/cost-model.md).
+pub const GENERIC_CUTLASS_MOE: (f64, f64, f64) = (0.473, 0.725, 33.7);
 
 /// The generic W4A4 GEMM constants (efficiency against the FP4 peak,
 /// activation-quantisation latency in µs): B200's fit to AIConfigurator's
@@ -260,6 +274,9 @@ impl KernelSpec {
             moe_efficiency: GENERIC_MOE.0,
             moe_stream_efficiency: GENERIC_MOE.1,
             moe_latency_us: GENERIC_MOE.2,
+            cutlass_moe_efficiency: GENERIC_CUTLASS_MOE.0,
+            cutlass_moe_stream_efficiency: GENERIC_CUTLASS_MOE.1,
+            cutlass_moe_latency_us: GENERIC_CUTLASS_MOE.2,
             allreduce,
         }
     }
@@ -276,7 +293,12 @@ impl KernelSpec {
                 return Err(format!("`kernels.{k}` must be in (0, 1], got {v}"));
             }
         }
-        for (k, v) in [("moe_efficiency", self.moe_efficiency), ("moe_stream_efficiency", self.moe_stream_efficiency)] {
+        for (k, v) in [
+            ("moe_efficiency", self.moe_efficiency),
+            ("moe_stream_efficiency", self.moe_stream_efficiency),
+            ("cutlass_moe_efficiency", self.cutlass_moe_efficiency),
+            ("cutlass_moe_stream_efficiency", self.cutlass_moe_stream_efficiency),
+        ] {
             if !(0.0..=1.0).contains(&v) {
                 return Err(format!("`kernels.{k}` must be in [0, 1] (0: generic), got {v}"));
             }
@@ -298,6 +320,7 @@ impl KernelSpec {
             ("decode_attention_latency_us", self.decode_attention_latency_us),
             ("decode_attention_ns_per_seq", self.decode_attention_ns_per_seq),
             ("moe_latency_us", self.moe_latency_us),
+            ("cutlass_moe_latency_us", self.cutlass_moe_latency_us),
         ] {
             if !(v >= 0.0 && v.is_finite()) {
                 return Err(format!("`kernels.{k}` must be 0 or positive, got {v}"));

@@ -13,7 +13,7 @@ mod gpu;
 mod llm;
 
 pub use engine::EngineProfile;
-pub use gpu::{AllReduceSpec, GENERIC_FP4, GENERIC_MOE, GIB, GpuSpec, KernelSpec};
+pub use gpu::{AllReduceSpec, GENERIC_CUTLASS_MOE, GENERIC_FP4, GENERIC_MOE, GIB, GpuSpec, KernelSpec};
 pub use llm::{AttnKind, FfnKind, LinearAttention, LlmSpec, Mla, SparseIndexer};
 
 use crate::error::ConfigError;

@@ -792,6 +792,24 @@ pub enum CostModelKind {
     Exponential,
 }
 
+/// Which fused-MoE kernel family the engine runs (its constants are in the
+/// GPU's `[kernels]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum MoeKernel {
+    /// vLLM's and SGLang's Triton `fused_moe` (`moe_*` constants).
+    #[default]
+    Triton,
+    /// TensorRT-LLM's CUTLASS grouped-GEMM MoE (`cutlass_moe_*` constants).
+    Cutlass,
+}
+
+impl MoeKernel {
+    fn is_triton(&self) -> bool {
+        *self == MoeKernel::Triton
+    }
+}
+
 /// `[cost]`: step-time model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -833,6 +851,9 @@ pub struct CostConfig {
     /// `kernel` model: the engine's fused-MoE kernels relative to the measured
     /// ones (scales both their compute and their weight streaming).
     pub moe_efficiency_scale: f64,
+    /// `kernel` model: the fused-MoE kernel family whose measured constants apply.
+    #[serde(skip_serializing_if = "MoeKernel::is_triton")]
+    pub moe_kernel: MoeKernel,
     /// `kernel` model: the fused-MoE kernels of experts stored in a 4-bit
     /// format (a model's `expert_weight_bits` at most 4.5: MXFP4) relative to
     /// the measured ones, in place of `moe_efficiency_scale` (unset: that one).
@@ -883,6 +904,7 @@ impl Default for CostConfig {
             gemm_efficiency_scale: 1.0,
             attention_efficiency_scale: 1.0,
             moe_efficiency_scale: 1.0,
+            moe_kernel: MoeKernel::Triton,
             w4_moe_efficiency_scale: None,
             eager_launch_us_per_layer: 0.0,
             graph_capture: GraphCapture::DecodeBatch,

@@ -34,7 +34,7 @@
 
 use super::{Layout, StepBatch, StepCost, StepCostModel};
 use crate::catalog::{AttnKind, GpuSpec, KernelSpec, LlmSpec};
-use crate::config::{CostConfig, Dtype, FP4_BYTES, KvDtype};
+use crate::config::{CostConfig, Dtype, FP4_BYTES, KvDtype, MoeKernel};
 
 /// Activation element size (BF16), bytes.
 const ACT: f64 = 2.0;
@@ -149,11 +149,12 @@ impl Kernels {
         if rows <= 0.0 {
             return 0.0;
         }
-        let (g_eff, g_stream, g_lat) = crate::catalog::GENERIC_MOE;
-        let pick = |v: f64, d: f64| if v > 0.0 { v } else { d };
-        let eff = pick(self.k.moe_efficiency, g_eff);
-        let stream = pick(self.k.moe_stream_efficiency, g_stream);
-        let lat = pick(self.k.moe_latency_us, g_lat);
+        // A GPU without a fused-MoE fit (efficiency 0) gets the generic constants.
+        let (eff, stream, lat) = if self.k.moe_efficiency > 0.0 {
+            (self.k.moe_efficiency, self.k.moe_stream_efficiency, self.k.moe_latency_us)
+        } else {
+            crate::catalog::GENERIC_MOE
+        };
         let (peak, wbytes, eff) = match path {
             Path::Bf16 => (self.peak_bf16, 2.0, eff),
             // FP8 experts: the FP8 peak, scaled as dense FP8 GEMMs are against BF16 ones.
@@ -320,7 +321,17 @@ pub struct KernelModel {
 impl KernelModel {
     /// Builds the model for one replica laid out as `layout` on `gpu`.
     pub fn new(llm: &LlmSpec, gpu: &GpuSpec, layout: &Layout, dtype: Dtype, kv: KvDtype, cost: &CostConfig) -> Self {
-        let kern = Kernels::new(gpu);
+        let mut kern = Kernels::new(gpu);
+        if cost.moe_kernel == MoeKernel::Cutlass && llm.expert_weight_bits.is_none() {
+            // TensorRT-LLM's MoE kernels: their own fitted constants (generic without a fit).
+            // Fitted on BF16 experts; 4-bit experts (MXFP4) run other kernels and keep the Triton ones.
+            let k = &mut kern.k;
+            (k.moe_efficiency, k.moe_stream_efficiency, k.moe_latency_us) = if k.cutlass_moe_efficiency > 0.0 {
+                (k.cutlass_moe_efficiency, k.cutlass_moe_stream_efficiency, k.cutlass_moe_latency_us)
+            } else {
+                crate::catalog::GENERIC_CUTLASS_MOE
+            };
+        }
         let tp = layout.tp.max(1) as f64;
         let fp8_units = gpu.fp8_tflops > 0.0 && kern.k.fp8_gemm_efficiency > 0.0;
         let fp4_units = gpu.fp4_tflops > 0.0 && kern.k.fp4_gemm_efficiency > 0.0;

@@ -274,6 +274,9 @@ pub fn spec_from_others(target: &GpuSpec, others: &[KernelSpec]) -> KernelSpec {
         moe_efficiency: med(&|k| k.moe_efficiency),
         moe_stream_efficiency: med(&|k| k.moe_stream_efficiency),
         moe_latency_us: med(&|k| k.moe_latency_us),
+        cutlass_moe_efficiency: med(&|k| k.cutlass_moe_efficiency),
+        cutlass_moe_stream_efficiency: med(&|k| k.cutlass_moe_stream_efficiency),
+        cutlass_moe_latency_us: med(&|k| k.cutlass_moe_latency_us),
         allreduce: generic.allreduce,
     }
 }
