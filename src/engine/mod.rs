@@ -965,98 +965,99 @@ impl<C: StepCostModel> Replica<C> {
                     return None;
                 }
             }
-            if continuation {
-            } else if let BatchPolicy::Chunked { .. } | BatchPolicy::Mixed = self.p.batching {
-                // Whole prompts only without chunking (Orca): a prompt joins a step
-                // only if it fits the budget left by the decodes.
-                let whole = !self.p.batching.chunked();
-                // Prefill first: a step that has prompt work runs only prompt work.
-                let prefill_first = matches!(self.p.batching, BatchPolicy::Chunked { prefill_first: true });
-                let prefill_only = prefill_first && (!self.prefilling.is_empty() || !self.waiting.is_empty());
-                let preempted = !prefill_only && self.reserve_decode_blocks(now, sinks);
-                self.step.decodes = !prefill_only && self.decode.n > 0;
-                let per_decode = 1 + self.p.spec_k;
-                let mut budget = self.p.max_num_batched_tokens.saturating_sub(if self.step.decodes {
-                    self.decode.n * per_decode
-                } else {
-                    0
-                });
-                let attributing = sinks.records.attributing();
-                let mut k = 0;
-                while k < self.prefilling.len() && budget > 0 {
-                    let i = self.prefilling[k];
-                    k += 1;
-                    let s = self.running[i];
-                    let mut c = (s.target - s.computed).min(budget).min(self.p.max_chunk);
-                    let bs = self.p.block_size as u64;
-                    let have = s.blocks as u64;
-                    let need = blocks_for((s.computed + c) as u64, self.p.block_size).saturating_sub(have);
-                    if need > self.kv.free {
-                        c = ((have + self.kv.free) * bs - s.computed as u64) as u32;
-                        if c == 0 {
-                            if attributing {
-                                self.step.stalled.push((i, s.req, Block::Kv));
+            if !continuation {
+                if let BatchPolicy::Chunked { .. } | BatchPolicy::Mixed = self.p.batching {
+                    // Whole prompts only without chunking (Orca): a prompt joins a step
+                    // only if it fits the budget left by the decodes.
+                    let whole = !self.p.batching.chunked();
+                    // Prefill first: a step that has prompt work runs only prompt work.
+                    let prefill_first = matches!(self.p.batching, BatchPolicy::Chunked { prefill_first: true });
+                    let prefill_only = prefill_first && (!self.prefilling.is_empty() || !self.waiting.is_empty());
+                    let preempted = !prefill_only && self.reserve_decode_blocks(now, sinks);
+                    self.step.decodes = !prefill_only && self.decode.n > 0;
+                    let per_decode = 1 + self.p.spec_k;
+                    let mut budget = self.p.max_num_batched_tokens.saturating_sub(if self.step.decodes {
+                        self.decode.n * per_decode
+                    } else {
+                        0
+                    });
+                    let attributing = sinks.records.attributing();
+                    let mut k = 0;
+                    while k < self.prefilling.len() && budget > 0 {
+                        let i = self.prefilling[k];
+                        k += 1;
+                        let s = self.running[i];
+                        let mut c = (s.target - s.computed).min(budget).min(self.p.max_chunk);
+                        let bs = self.p.block_size as u64;
+                        let have = s.blocks as u64;
+                        let need = blocks_for((s.computed + c) as u64, self.p.block_size).saturating_sub(have);
+                        if need > self.kv.free {
+                            c = ((have + self.kv.free) * bs - s.computed as u64) as u32;
+                            if c == 0 {
+                                if attributing {
+                                    self.step.stalled.push((i, s.req, Block::Kv));
+                                }
+                                continue;
                             }
-                            continue;
+                        }
+                        let need = blocks_for((s.computed + c) as u64, self.p.block_size).saturating_sub(have);
+                        self.kv.take(need);
+                        self.running[i].blocks += need as u32;
+                        self.step.push_chunk(i, &self.running[i], c);
+                        budget -= c;
+                    }
+                    if attributing {
+                        // The budget ran out before these prefilling sequences.
+                        for &i in &self.prefilling[k..] {
+                            self.step.stalled.push((i, self.running[i].req, Block::Budget));
                         }
                     }
-                    let need = blocks_for((s.computed + c) as u64, self.p.block_size).saturating_sub(have);
-                    self.kv.take(need);
-                    self.running[i].blocks += need as u32;
-                    self.step.push_chunk(i, &self.running[i], c);
-                    budget -= c;
-                }
-                if attributing {
-                    // The budget ran out before these prefilling sequences.
-                    for &i in &self.prefilling[k..] {
-                        self.step.stalled.push((i, self.running[i].req, Block::Budget));
+                    if preempted {
+                        self.clocks.block = Block::Kv;
+                    } else {
+                        while budget > 0
+                            && self.running.len() < self.max_running()
+                            && self.try_admit(
+                                now,
+                                if whole && self.running.is_empty() { u32::MAX } else { budget.min(self.p.max_chunk) },
+                                whole,
+                                sinks,
+                            )
+                        {
+                            budget -= self.step.last_chunk();
+                        }
+                        if budget == 0 {
+                            self.clocks.block = Block::Budget;
+                        } else if self.running.len() >= self.max_running() {
+                            self.clocks.block = Block::BatchFull;
+                        }
                     }
-                }
-                if preempted {
-                    self.clocks.block = Block::Kv;
+                    if prefill_only && self.step.chunks.is_empty() {
+                        // No prompt work fits after all: decode instead.
+                        self.reserve_decode_blocks(now, sinks);
+                        self.step.decodes = self.decode.n > 0;
+                    }
                 } else {
-                    while budget > 0
-                        && self.running.len() < self.max_running()
-                        && self.try_admit(
-                            now,
-                            if whole && self.running.is_empty() { u32::MAX } else { budget.min(self.p.max_chunk) },
-                            whole,
-                            sinks,
-                        )
-                    {
-                        budget -= self.step.last_chunk();
+                    let mut budget = self.p.max_num_batched_tokens;
+                    let mut first = true;
+                    // Static batching admits only into an empty replica, the whole batch at once.
+                    let admit = !self.p.batching.is_static() || self.running.is_empty();
+                    while admit && self.running.len() < self.max_running() {
+                        // A lone recompute longer than the budget may still run alone.
+                        let cap = if first || self.p.batching.is_static() { u32::MAX } else { budget };
+                        if !self.try_admit(now, cap, true, sinks) {
+                            break;
+                        }
+                        budget = budget.saturating_sub(self.step.last_chunk());
+                        first = false;
                     }
-                    if budget == 0 {
-                        self.clocks.block = Block::Budget;
-                    } else if self.running.len() >= self.max_running() {
+                    if !admit || self.running.len() >= self.max_running() {
                         self.clocks.block = Block::BatchFull;
                     }
-                }
-                if prefill_only && self.step.chunks.is_empty() {
-                    // No prompt work fits after all: decode instead.
-                    self.reserve_decode_blocks(now, sinks);
-                    self.step.decodes = self.decode.n > 0;
-                }
-            } else {
-                let mut budget = self.p.max_num_batched_tokens;
-                let mut first = true;
-                // Static batching admits only into an empty replica, the whole batch at once.
-                let admit = !self.p.batching.is_static() || self.running.is_empty();
-                while admit && self.running.len() < self.max_running() {
-                    // A lone recompute longer than the budget may still run alone.
-                    let cap = if first || self.p.batching.is_static() { u32::MAX } else { budget };
-                    if !self.try_admit(now, cap, true, sinks) {
-                        break;
+                    if self.step.chunks.is_empty() {
+                        self.reserve_decode_blocks(now, sinks);
+                        self.step.decodes = self.decode.n > 0;
                     }
-                    budget = budget.saturating_sub(self.step.last_chunk());
-                    first = false;
-                }
-                if !admit || self.running.len() >= self.max_running() {
-                    self.clocks.block = Block::BatchFull;
-                }
-                if self.step.chunks.is_empty() {
-                    self.reserve_decode_blocks(now, sinks);
-                    self.step.decodes = self.decode.n > 0;
                 }
             }
             if self.step.decodes {
