@@ -1370,11 +1370,14 @@ impl Keyer {
         let (order, aging, sigma) = self.pools[pool as usize];
         match order {
             QueueOrder::Fcfs => 0.0,
-            // Effective priority p + waited/aging orders like p − arrival/aging
-            // at any instant, so the key does not change while waiting.
+            // As vLLM: a lower value is served earlier, ties by arrival
+            // (vllm/v1/core/sched/request_queue.py, PriorityRequestQueue).
+            // With aging, the effective value p − waited/aging orders like
+            // p + arrival/aging at any instant, so the key does not change
+            // while waiting.
             QueueOrder::Priority => match aging {
-                Some(a) => r.arrival / a - self.priority[c],
-                None => r.arrival - self.priority[c] * 1e12,
+                Some(a) => self.priority[c] + r.arrival / a,
+                None => self.priority[c] * 1e12 + r.arrival,
             },
             QueueOrder::ShortestPrompt => r.prompt as f64,
             QueueOrder::ShortestJob => {

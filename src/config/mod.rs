@@ -481,8 +481,9 @@ pub struct EngineConfig {
     pub frontend_workers: u32,
     /// Order of the waiting queue.
     pub queue_order: QueueOrder,
-    /// `priority` order: a waiting request gains one priority level per this
-    /// many seconds waited, so low priority cannot starve (absent: strict priority).
+    /// `priority` order: a waiting request's value drops by one level per
+    /// this many seconds waited, so a high value cannot starve (absent, the
+    /// default as in vLLM: strict priority).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub priority_aging_s: Option<f64>,
     /// `shortest-job` order: the output length is predicted with a
@@ -701,7 +702,7 @@ pub enum QueueOrder {
     /// First come first served (vLLM's default).
     #[default]
     Fcfs,
-    /// Higher class priority first, with aging; ties first come first served.
+    /// Lower class priority value first (as vLLM), ties by arrival; aging only with `priority_aging_s`.
     Priority,
     /// Shortest prompt first.
     ShortestPrompt,
@@ -746,7 +747,7 @@ impl Default for EngineConfig {
             preprocess_us_per_token: 0.0,
             frontend_latency_ms: 0.0,
             queue_order: QueueOrder::Fcfs,
-            priority_aging_s: Some(60.0),
+            priority_aging_s: None,
             prediction_error: 0.0,
             max_waiting: None,
             max_wait_s: None,

@@ -446,7 +446,7 @@ pub struct ClassConfig {
     /// Objectives of this class (default: `[slo]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo: Option<SloConfig>,
-    /// Scheduling priority (higher is more urgent), used by priority scheduling.
+    /// Scheduling priority (lower is served first, as vLLM; ties by arrival), used by priority scheduling.
     #[serde(default)]
     pub priority: i32,
     /// Classes with the same prefix group share one system prompt.

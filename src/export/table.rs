@@ -286,8 +286,8 @@ fn format_fleet(o: &mut String, f: &crate::metrics::fleet::FleetSummary) {
         format!("{} / {} ({})", f.scale_ups, f.scale_downs, num(f.cold_start_s, 1)),
     );
     row(o, "Fleet GPU-hours ($)", format!("{} (${})", num(f.gpu_hours, 3), num(f.usd, 2)));
-    if let Some(r) = f.rescued_requests {
-        row(o, "SLO met only thanks to scaling", r);
+    if let (Some(r), Some(g), Some(l)) = (f.rescued_requests, f.slo_gained_requests, f.slo_lost_requests) {
+        row(o, "SLO met vs frozen fleet (net; +gained / -lost)", format!("{r:+} (+{g} / -{l})"));
     }
     let w =
         f.slo_over_time.iter().filter_map(|w| w.attainment.map(|a| (a, w.t_start))).min_by(|a, b| a.0.total_cmp(&b.0));

@@ -38,11 +38,18 @@ pub struct FleetSummary {
     pub scale_ups: u64,
     /// Replicas removed by the policy.
     pub scale_downs: u64,
-    /// Requests that met their SLO with this fleet, less those that met it
-    /// with the fleet frozen at its initial size (same arrivals), summed
-    /// over the windows where it is positive: the requests that met their
-    /// SLO only because capacity arrived in time (null without a policy).
-    pub rescued_requests: Option<u64>,
+    /// Net effect of the policy: requests that met their SLO with this
+    /// fleet, less those that met it with the fleet frozen at its initial
+    /// size (same arrivals), over the whole run. Negative when the policy
+    /// met fewer objectives than doing nothing (null without a policy).
+    pub rescued_requests: Option<i64>,
+    /// The windows where the policy did better, summed: requests that met
+    /// their SLO only because capacity arrived in time (null without a policy).
+    pub slo_gained_requests: Option<u64>,
+    /// The windows where it did worse, summed: requests that met their SLO
+    /// with the frozen fleet and not with this one, e.g. after a scale-down
+    /// (null without a policy). gained − lost = rescued_requests.
+    pub slo_lost_requests: Option<u64>,
     /// Failures and what they cost.
     pub failures: FailureSummary,
     /// The fleet after every change: serving, starting, draining, failed, warm.
@@ -88,9 +95,10 @@ pub struct SloWindow {
     /// Requests of the window that met their SLO with the fleet frozen at
     /// its initial size (same arrivals; null without a policy).
     pub slo_met_frozen: Option<u64>,
-    /// slo_met − slo_met_frozen when positive, else 0: met their SLO only
-    /// because capacity arrived in time (null without a policy).
-    pub rescued: Option<u64>,
+    /// slo_met − slo_met_frozen: positive where capacity arrived in time,
+    /// negative where the policy did worse than the frozen fleet (null
+    /// without a policy).
+    pub rescued: Option<i64>,
 }
 
 /// Builds the fleet summary; `duration` is the window, `gpus` GPUs per replica.
@@ -126,7 +134,7 @@ pub fn summarize(
                 slo_met,
                 attainment: (requests > 0).then(|| slo_met as f64 / requests as f64),
                 slo_met_frozen,
-                rescued: slo_met_frozen.map(|z| slo_met.saturating_sub(z)),
+                rescued: slo_met_frozen.map(|z| slo_met as i64 - z as i64),
             }
         })
         .collect();
@@ -151,6 +159,10 @@ pub fn summarize(
         scale_ups: f.scale_ups,
         scale_downs: f.scale_downs,
         rescued_requests: frozen.map(|_| slo_over_time.iter().filter_map(|w| w.rescued).sum()),
+        slo_gained_requests: frozen
+            .map(|_| slo_over_time.iter().filter_map(|w| w.rescued).filter(|&d| d > 0).map(|d| d as u64).sum()),
+        slo_lost_requests: frozen
+            .map(|_| slo_over_time.iter().filter_map(|w| w.rescued).filter(|&d| d < 0).map(|d| (-d) as u64).sum()),
         failures: FailureSummary {
             mtbf_h: cfg.mtbf_h,
             repair_s: cfg.repair_s,

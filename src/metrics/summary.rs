@@ -919,11 +919,11 @@ pub fn summarize(setup: &Setup, seed: u64, out: &mut SimOutput) -> Summary {
             .filter(|x| x.good_requests > 0)
             .map(|x| total_usd / x.good_requests as f64),
     };
-    // The typical wait for a first step, from the distributions already
-    // computed: median preprocessing plus median queueing delay.
+    // The typical wait for a first token (the backlog's time scale), from
+    // the distributions already computed.
     let median =
         |m: &LatencyMetric| PERCENTILES.iter().position(|&q| q == 50.0).map_or(f64::NAN, |i| m.dist.percentiles[i]);
-    let wait50 = (median(&metrics.preprocess) + median(&metrics.queue)) / 1e3;
+    let wait50 = median(&metrics.ttft) / 1e3;
     backlog.time_scale(tally.sojourn / tally.done.max(1) as f64, median(&metrics.e2el) / 1e3, wait50);
     let stability = assess(&backlog, workload.offline);
     let stable = stability.stable();

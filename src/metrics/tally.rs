@@ -173,9 +173,9 @@ impl Columns {
 #[derive(Debug, Clone, Copy)]
 struct Passage {
     arrival: f64,
-    /// When it left the queue: its first step, or its departure if it never had one.
+    /// When it left the backlog: its first token, or its departure if it never had one.
     left: f64,
-    /// Queueing delay if it completed and is measured, else NaN.
+    /// Time to first token if it completed and is measured, else NaN.
     delay: f64,
     measured: bool,
     shed: bool,
@@ -306,9 +306,11 @@ impl Tally {
     pub fn add(&mut self, r: &RequestRecord) {
         self.count += 1;
         self.last_arrival = r.arrival;
-        // The backlog is the queue: a request is in it from its arrival to
-        // the start of its first step (or its refusal).
-        let left = if r.first_scheduled.is_nan() { self.departure(r) } else { r.first_scheduled };
+        // The backlog is every queue in front of a first token: a request is
+        // in it from its arrival to its first token (or its refusal). With
+        // disaggregated pools that spans the prefill queue, the KV transfer
+        // and the decode pool's queue; after a replica failure, the retry.
+        let left = if r.first_token.is_nan() { self.departure(r) } else { r.first_token };
         if r.status == Status::Completed {
             self.sojourn += r.e2e();
             self.done += 1;
@@ -326,7 +328,7 @@ impl Tally {
                 Status::Rejected(RejectReason::QueueFull | RejectReason::TimedOut | RejectReason::RateLimited)
             );
             if r.status == Status::Completed {
-                passage.delay = r.queue_delay();
+                passage.delay = r.ttft();
             }
             self.span = (self.span.0.min(r.arrival), self.span.1.max(r.arrival));
             // Requests that reached a decode pool: the KV of all but their prompt's

@@ -33,7 +33,7 @@ pub struct ClassPlan {
     pub joint: Option<Arc<[(u32, u32)]>>,
     /// Objectives of this class.
     pub slo: Option<SloConfig>,
-    /// Scheduling priority (higher is more urgent).
+    /// Scheduling priority (lower is served first, as vLLM).
     pub priority: i32,
     /// Index of its prefix group (u32::MAX: none).
     pub prefix_group: u32,

@@ -100,6 +100,13 @@ fn autoscaling_never_serves_from_a_replica_before_it_is_ready() {
     let n = rep.output.records.len() as u64;
     assert_eq!(fl.slo_over_time.iter().map(|w| w.requests).sum::<u64>(), n);
     assert!(fl.rescued_requests.unwrap() > 0, "frozen at one replica, the peak misses its SLO");
+    // The net is the whole run's difference against the frozen fleet, and
+    // gains less losses; per window it is signed.
+    let (g, l) = (fl.slo_gained_requests.unwrap(), fl.slo_lost_requests.unwrap());
+    assert_eq!(fl.rescued_requests.unwrap(), g as i64 - l as i64);
+    let met: u64 = fl.slo_over_time.iter().map(|w| w.slo_met).sum();
+    let frozen: u64 = fl.slo_over_time.iter().filter_map(|w| w.slo_met_frozen).sum();
+    assert_eq!(fl.rescued_requests.unwrap(), met as i64 - frozen as i64);
 }
 
 #[test]

@@ -30,11 +30,11 @@ output_tokens = {{ dist = "fixed", value = 1 }}
 [[workload.classes]]
 name = "hi"
 rate = {hi_rate}
-priority = 1
 slo = {{ ttft_ms = 40 }}
 [[workload.classes]]
 name = "lo"
 rate = {lo_rate}
+priority = 1
 slo = {{ ttft_ms = 2000 }}
 "#
     )
@@ -56,7 +56,9 @@ fn max_queue(rep: &Report, class: u16) -> f64 {
 #[test]
 fn priority_helps_the_high_class_and_aging_bounds_the_low_class_wait() {
     let fcfs = run(&two_classes("", 60.0, 30.0, 20_000), &[]);
-    let strict = run(&two_classes("queue_order = \"priority\"", 60.0, 30.0, 20_000), &["engine.priority_aging_s=1e9"]);
+    // As vLLM: the lower value (hi, 0) goes first, and there is no aging by default.
+    let strict = run(&two_classes("queue_order = \"priority\"", 60.0, 30.0, 20_000), &[]);
+    assert_eq!(strict.setup.pools[0].engine_config.priority_aging_s, None);
     let (hf, hs) = (mean(&class_ttfts(&fcfs, 0)), mean(&class_ttfts(&strict, 0)));
     let (lf, ls) = (mean(&class_ttfts(&fcfs, 1)), mean(&class_ttfts(&strict, 1)));
     assert!(hs < 0.6 * hf, "high-priority mean TTFT {hs} vs FCFS {hf}");

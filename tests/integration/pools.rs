@@ -279,3 +279,45 @@ fn a_pools_queue_order_is_its_own() {
     let (f, s) = (&fcfs.summary.metrics.ttft.dist, &short.summary.metrics.ttft.dist);
     assert!(s.median() < 0.8 * f.median(), "shortest-prompt median TTFT {} vs FCFS {}", s.median(), f.median());
 }
+
+/// Requests piling up in front of the decode pool count in the stability
+/// verdict: the backlog lasts until a request's first token, not until its
+/// prefill. Two prefill and one decode H100 for Llama-3.1-8B, 2,000/500
+/// tokens at 15 req/s: the prefill pool keeps up, the decode pool carries
+/// about 7 req/s. Before the fix this run was called "stable" while p99
+/// TTFT reached 96 s.
+#[test]
+fn a_queue_in_front_of_the_decode_pool_is_overload() {
+    let toml = r#"seed = 1
+duration_s = 120
+warmup_s = 10
+[model]
+name = "llama-3.1-8b"
+[hardware]
+router = "least-tokens"
+[[pools]]
+name = "prefill"
+role = "prefill"
+gpu = "h100-sxm"
+replicas = 2
+[[pools]]
+name = "decode"
+role = "decode"
+gpu = "h100-sxm"
+replicas = 1
+[disaggregation]
+kv_transfer_gbps = 50
+kv_transfer_latency_ms = 1
+[workload]
+arrival = "poisson"
+rate = 15
+prompt_tokens = { dist = "fixed", value = 2000 }
+output_tokens = { dist = "fixed", value = 500 }
+"#;
+    let s = run(toml, &[]).summary;
+    assert_eq!(s.stability.verdict, "overloaded", "{}", s.stability.explanation);
+    assert!(s.metrics.request_throughput < 10.0, "{}", s.metrics.request_throughput);
+    // At a rate both pools carry, the same split is stable.
+    let s = run(toml, &["workload.rate=5"]).summary;
+    assert_eq!(s.stability.verdict, "stable", "{}", s.stability.explanation);
+}
