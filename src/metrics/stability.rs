@@ -596,7 +596,8 @@ pub fn assess(b: &Backlog, offline: bool) -> Stability {
     // long run at ρ just above 1 leaves far under 2% behind, yet its queue
     // and waits keep rising).
     let rose = st.backlog_growth > 0.0 && st.backlog_last_tenth > STABLE_RISE * st.backlog_first_tenth.max(1.0);
-    let trend_stable = st.backlog_growth_high < MATERIAL_STABLE * arrived_rest && st.backlog_growth_low <= 0.0 && !rose;
+    let small = st.backlog_growth_high < MATERIAL_STABLE * arrived_rest && st.backlog_growth_low <= 0.0;
+    let trend_stable = small && !rose;
 
     // 3. Windows of excess growth.
     st.overload_windows = windows(b, &mean, skip);
@@ -652,7 +653,7 @@ pub fn assess(b: &Backlog, offline: bool) -> Stability {
             MATERIAL_STABLE * 100.0,
             st.backlog_level
         );
-    } else if rose && st.backlog_growth_high < MATERIAL_STABLE * arrived_rest && st.backlog_growth_low <= 0.0 {
+    } else if rose && small {
         st.verdict = "inconclusive".into();
         st.explanation = format!(
             "inconclusive: run longer. The queue rose from {:.1} to {:.1} waiting requests (first → last tenth, more \
