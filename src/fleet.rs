@@ -9,7 +9,7 @@
 //! simulated state only, and slots are chosen by index (a scale-up takes the
 //! lowest free slot, a scale-down the highest serving one).
 
-use crate::config::{FleetConfig, OnFailure, ScalePolicy};
+use crate::config::{FleetConfig, OnFailure, RuleKind, ScalePolicy, ScalingRules, SelectRule};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use std::collections::VecDeque;
@@ -160,6 +160,8 @@ pub struct Fleet {
     last_action: f64,
     /// The policy's recent recommendations (time, replicas).
     history: VecDeque<(f64, u32)>,
+    /// The policy's recent scale events (time, replicas added, or removed if negative).
+    events: VecDeque<(f64, i64)>,
     /// TTFTs of the first tokens since the last look (`policy = "ttft"`).
     pub ttfts: Vec<f64>,
     /// When the warm pool was last changed (its billing is integrated).
@@ -223,6 +225,7 @@ impl Fleet {
             window_start,
             last_action: f64::NEG_INFINITY,
             history: VecDeque::new(),
+            events: VecDeque::new(),
             ttfts: Vec::new(),
             warm_since: 0.0,
             out: FleetOutput {
@@ -426,10 +429,12 @@ impl Fleet {
         let over = |w: f64| self.history.iter().filter(move |&&(t, _)| t >= now - w).map(|&(_, x)| x);
         let up = over(self.cfg.scale_up_delay_s).min().unwrap_or(want);
         let down = over(self.cfg.scale_down_delay_s).max().unwrap_or(want);
+        // Rate limits (HPA behavior policies), from the replicas at the
+        // start of each rule's period.
         let target = if up > current {
-            up
+            up.min(self.limit(&self.cfg.scale_up, now, current, 1))
         } else if down < current {
-            down
+            down.max(self.limit(&self.cfg.scale_down, now, current, -1))
         } else {
             current
         };
@@ -440,8 +445,48 @@ impl Fleet {
         self.resize(now, current, target)
     }
 
+    /// The most (`sign` 1) or fewest (−1) replicas `rules` allow at `now`
+    /// from `current`, as Kubernetes' HPA computes it
+    /// (`calculateScaleUpLimitWithScalingRules` and its scale-down twin):
+    /// each rule counts from the replicas at the start of its period, the
+    /// replicas added (removed) in the period taken off (put back); `max`
+    /// picks the rule allowing the largest change, `min` the smallest.
+    fn limit(&self, rules: &ScalingRules, now: f64, current: u32, sign: i64) -> u32 {
+        if rules.select == SelectRule::Disabled {
+            return current;
+        }
+        let proposals = rules.policies.iter().map(|r| {
+            let moved: i64 = self
+                .events
+                .iter()
+                .filter(|&&(t, d)| t > now - r.period_s && d.signum() == sign)
+                .map(|&(_, d)| d.abs())
+                .sum();
+            let start = (current as i64 - sign * moved).max(0) as f64;
+            let v = r.value as f64;
+            let p = match (r.kind, sign > 0) {
+                (RuleKind::Pods, true) => start + v,
+                (RuleKind::Percent, true) => (start * (1.0 + v / 100.0)).ceil(),
+                (RuleKind::Pods, false) => start - v,
+                (RuleKind::Percent, false) => (start * (1.0 - v / 100.0)).trunc(),
+            };
+            p.max(0.0) as u32
+        });
+        // Up: `max` allows the most replicas; down: `max` allows the fewest.
+        match (rules.select == SelectRule::Max) == (sign > 0) {
+            true => proposals.max().unwrap_or(current),
+            false => proposals.min().unwrap_or(current),
+        }
+    }
+
     /// Moves the fleet from `current` to `target` replicas.
     fn resize(&mut self, now: f64, current: u32, target: u32) -> Vec<Action> {
+        let longest = self.cfg.scale_up.policies.iter().chain(&self.cfg.scale_down.policies).map(|r| r.period_s);
+        let keep = longest.fold(0.0, f64::max);
+        while self.events.front().is_some_and(|&(t, _)| t <= now - keep) {
+            self.events.pop_front();
+        }
+        let before = self.out.scale_ups as i64 - self.out.scale_downs as i64;
         let mut acts = Vec::new();
         if target > current {
             for _ in current..target {
@@ -483,6 +528,10 @@ impl Fleet {
                     self.stop_serving(i, now);
                 }
             }
+        }
+        let moved = self.out.scale_ups as i64 - self.out.scale_downs as i64 - before;
+        if moved != 0 {
+            self.events.push_back((now, moved));
         }
         self.sample(now);
         acts

@@ -57,6 +57,102 @@ pub enum OnFailure {
     Lost,
 }
 
+/// How a scaling rule limits one step: by a number of replicas or a percentage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RuleKind {
+    /// At most `value` replicas per period (HPA `type: Pods`).
+    Pods,
+    /// At most `value` percent of the replicas at the period's start (HPA `type: Percent`).
+    Percent,
+}
+
+/// One HPA scaling policy: at most `value` replicas (or percent) per `period_s`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScalingRule {
+    /// `pods` or `percent`.
+    #[serde(rename = "type")]
+    pub kind: RuleKind,
+    /// Replicas, or percent, per period.
+    pub value: u32,
+    /// The period, s (HPA `periodSeconds`).
+    pub period_s: f64,
+}
+
+/// Which of several rules applies (HPA `selectPolicy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SelectRule {
+    /// The rule that allows the largest change.
+    #[default]
+    Max,
+    /// The rule that allows the smallest change.
+    Min,
+    /// No scaling in this direction.
+    Disabled,
+}
+
+/// `fleet.scale_up` or `fleet.scale_down`: HPA's `behavior.scaleUp` /
+/// `behavior.scaleDown` rate limits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScalingRules {
+    /// The rules.
+    pub policies: Vec<ScalingRule>,
+    /// Which applies when several do.
+    #[serde(default)]
+    pub select: SelectRule,
+}
+
+impl ScalingRules {
+    /// HPA's default scale-up: at most max(4 pods, 100%) per 15 s.
+    pub fn hpa_up() -> Self {
+        ScalingRules {
+            policies: vec![
+                ScalingRule { kind: RuleKind::Percent, value: 100, period_s: 15.0 },
+                ScalingRule { kind: RuleKind::Pods, value: 4, period_s: 15.0 },
+            ],
+            select: SelectRule::Max,
+        }
+    }
+
+    /// HPA's default scale-down: at most 100% per 15 s.
+    pub fn hpa_down() -> Self {
+        ScalingRules {
+            policies: vec![ScalingRule { kind: RuleKind::Percent, value: 100, period_s: 15.0 }],
+            select: SelectRule::Max,
+        }
+    }
+
+    fn check(&self, key: &str) -> Check {
+        if self.policies.is_empty() && self.select != SelectRule::Disabled {
+            return fail(
+                &format!("{key}.policies"),
+                "is empty",
+                "list at least one rule, e.g. policies = [{ type = \"pods\", value = 4, period_s = 15 }], or set select = \"disabled\"",
+            );
+        }
+        for (i, r) in self.policies.iter().enumerate() {
+            if r.value == 0 {
+                return fail(
+                    &format!("{key}.policies[{i}].value"),
+                    "is 0",
+                    "use a positive number of replicas or percent",
+                );
+            }
+            if !(r.period_s > 0.0 && r.period_s <= 1800.0) {
+                return fail(
+                    &format!("{key}.policies[{i}].period_s"),
+                    format!("is {}, outside (0, 1800]", r.period_s),
+                    "use a period between 1 and 1800 s, as HPA allows",
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
 /// One row of `fleet.schedule`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -106,6 +202,12 @@ pub struct FleetConfig {
     pub scale_down_delay_s: f64,
     /// No scaling action within this long of the previous one, s.
     pub cooldown_s: f64,
+    /// Rate limits on scale-ups (HPA `behavior.scaleUp.policies`; default
+    /// max(4 replicas, 100%) per 15 s).
+    pub scale_up: ScalingRules,
+    /// Rate limits on scale-downs (HPA `behavior.scaleDown.policies`;
+    /// default 100% per 15 s).
+    pub scale_down: ScalingRules,
     /// `policy = "schedule"`: (time, replicas) rows, ascending times.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub schedule: Vec<ScheduleEntry>,
@@ -146,6 +248,8 @@ impl Default for FleetConfig {
             scale_up_delay_s: 0.0,
             scale_down_delay_s: 300.0,
             cooldown_s: 0.0,
+            scale_up: ScalingRules::hpa_up(),
+            scale_down: ScalingRules::hpa_down(),
             schedule: Vec::new(),
             schedule_period_s: 86_400.0,
             provision_s: 60.0,
@@ -264,6 +368,8 @@ impl FleetConfig {
         non_negative("fleet.scale_up_delay_s", self.scale_up_delay_s)?;
         non_negative("fleet.scale_down_delay_s", self.scale_down_delay_s)?;
         non_negative("fleet.cooldown_s", self.cooldown_s)?;
+        self.scale_up.check("fleet.scale_up")?;
+        self.scale_down.check("fleet.scale_down")?;
         positive("fleet.schedule_period_s", self.schedule_period_s)?;
         non_negative("fleet.provision_s", self.provision_s)?;
         positive("fleet.weight_load_gbps", self.weight_load_gbps)?;

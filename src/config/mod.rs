@@ -10,7 +10,10 @@ mod lora;
 mod validate;
 mod workload;
 
-pub use fleet::{FleetConfig, MAX_SLOTS, OnFailure, ScalePolicy, ScheduleEntry, ScriptedFailure};
+pub use fleet::{
+    FleetConfig, MAX_SLOTS, OnFailure, RuleKind, ScalePolicy, ScalingRule, ScalingRules, ScheduleEntry,
+    ScriptedFailure, SelectRule,
+};
 pub use load::{
     DEFAULT_PRESET, LoadedScenario, apply_preset, apply_set, key_at, load_scenario, load_scenario_str,
     load_scenario_str_with, load_scenario_with, parse_value, preset_keys, set_value,

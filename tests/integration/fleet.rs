@@ -297,3 +297,38 @@ fn awkward_fleets_run_to_the_end() {
         + "\n[lora]\nadapters = 4\n";
     assert!(crate::common::config_error(&text, &[]).contains("lora"));
 }
+
+/// Scale-ups follow HPA's default behavior: at most max(4 replicas, 100%)
+/// per 15 s, counted from the replicas at the start of the period. From 2
+/// replicas a flood of requests asks for 10 at the first look (t = 10 s):
+/// it gets 6, and 10 only once that step has left the 15 s period (t = 30 s).
+/// A custom `scale_up` rule (one replica per minute) is followed as written.
+#[test]
+fn scale_ups_follow_the_hpa_rate_limits() {
+    let sets = [
+        "hardware.replicas=2",
+        "fleet.min_replicas=2",
+        "fleet.max_replicas=10",
+        "fleet.target=4",
+        "workload.rate=80",
+        "workload.diurnal.amplitude=0",
+        "duration_s=120",
+    ];
+    let size = |rep: &servesim::Report, before: f64| {
+        let f = rep.summary.fleet.as_ref().unwrap();
+        f.replicas_over_time.iter().filter(|s| s.t < before).map(|s| s.ready + s.starting).max().unwrap()
+    };
+    let rep = run(DAY, &sets);
+    assert_eq!(size(&rep, 25.0), 6, "{:?}", rep.summary.fleet.as_ref().unwrap().replicas_over_time);
+    assert_eq!(size(&rep, 120.0), 10);
+    let mut slow = sets.to_vec();
+    slow.push("fleet.scale_up={policies=[{type=\"pods\",value=1,period_s=60}]}");
+    let rep = run(DAY, &slow);
+    assert_eq!(size(&rep, 55.0), 3);
+    assert_eq!(size(&rep, 120.0), 4);
+    // Bad rules name the key.
+    let err = crate::common::config_error(DAY, &["fleet.scale_up={policies=[]}"]);
+    assert!(err.contains("fleet.scale_up.policies"), "{err}");
+    let err = crate::common::config_error(DAY, &["fleet.scale_down={policies=[{type=\"pods\",value=1,period_s=0}]}"]);
+    assert!(err.contains("fleet.scale_down.policies[0].period_s"), "{err}");
+}
