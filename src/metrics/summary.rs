@@ -280,11 +280,11 @@ fn energy_summary(
 ) -> EnergySummary {
     let m = crate::energy::POWER;
     let mut joules = 0.0;
-    let mut gpus = 0u32;
+    let mut gpus = 0.0;
     for (i, r) in stats.iter().enumerate() {
         let p = &setup.pools[r.pool as usize];
         let g = p.layout.gpus();
-        gpus += g;
+        gpus += g as f64;
         // A fleet's slot draws the idle floor while billed (starting, serving, draining, under repair).
         let on = fleet.map_or(duration, |f| f.slot_billed_s[i]);
         joules += g as f64 * p.gpu.tdp_w * (m.idle * on + (1.0 - m.idle) * r.activity_area);
@@ -293,7 +293,8 @@ fn energy_summary(
         // Warm standbys idle throughout; a fleet's mean power is per billed GPU.
         let p = &setup.pools[0];
         joules += p.layout.gpus() as f64 * p.gpu.tdp_w * m.idle * f.warm_replica_s;
-        gpus = (p.layout.gpus() as f64 * f.billed_replica_s / duration).round().max(1.0) as u32;
+        // The mean number of billed GPUs, unrounded: 1.4999 stays 1.4999.
+        gpus = p.layout.gpus() as f64 * f.billed_replica_s / duration;
     }
     let h = &setup.scenario.hardware;
     let kwh = joules / 3.6e6;
@@ -309,7 +310,7 @@ fn energy_summary(
         ),
         kwh,
         mean_power_w: joules / duration,
-        mean_power_w_per_gpu: joules / duration / gpus.max(1) as f64,
+        mean_power_w_per_gpu: if gpus > 0.0 { joules / duration / gpus } else { 0.0 },
         joules_per_output_token: (out_tok > 0).then(|| joules / out_tok as f64),
         usd_per_kwh,
         usd: kwh * usd_per_kwh,

@@ -332,3 +332,17 @@ fn scale_ups_follow_the_hpa_rate_limits() {
     let err = crate::common::config_error(DAY, &["fleet.scale_down={policies=[{type=\"pods\",value=1,period_s=0}]}"]);
     assert!(err.contains("fleet.scale_down.policies[0].period_s"), "{err}");
 }
+
+/// A fleet's power per GPU divides by the mean number of billed GPUs, not a
+/// rounded one: the day's fleet bills a fractional mean, and the per-GPU power
+/// times that mean is the total.
+#[test]
+fn power_per_gpu_divides_by_the_unrounded_mean_billed_gpus() {
+    let rep = run(DAY, &[]);
+    let s = &rep.summary;
+    let billed = s.fleet.as_ref().unwrap().mean_billed_replicas; // one GPU per replica
+    assert!((billed - billed.round()).abs() > 0.01, "the test needs a fractional mean, got {billed}");
+    let e = &s.energy;
+    let implied = e.mean_power_w / e.mean_power_w_per_gpu;
+    assert!((implied - billed).abs() < 1e-9 * billed, "{implied} GPUs vs {billed} billed");
+}
