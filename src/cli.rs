@@ -86,6 +86,21 @@ struct ExplainArgs {
     /// Print the explanation as JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// The tail to explain and test changes for (default: the objective
+    /// missed most; nothing to fix when every objective is met).
+    #[arg(long, value_enum)]
+    metric: Option<TailArg>,
+}
+
+/// A tail `explain --metric` names.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum TailArg {
+    /// Time to first token.
+    Ttft,
+    /// Time per output token.
+    Tpot,
+    /// End-to-end latency.
+    E2e,
 }
 
 #[derive(Debug, Args)]
@@ -451,48 +466,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             let progress = Progress::start("capacity search", None, false);
             let c = crate::plan::capacity(&loaded, &catalog, a.replications, a.tolerance)?;
             drop(progress);
-            let r = c.rate;
-            let ci =
-                if r.ci_lo.is_finite() { format!(", 95% CI [{:.2}, {:.2}]", r.ci_lo, r.ci_hi) } else { String::new() };
-            let runs = c.per_replication.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(", ");
-            let range = c.model_range.map_or(String::new(), |(lo, hi)| {
-                let u = if c.knob == "workload.rate" { 1.0 } else { c.rate_per_unit.unwrap_or(1.0) };
-                format!("; model error puts it in [{:.2}, {:.2}] req/s", lo * u, hi * u)
-            });
-            let band = format!(
-                "  (simulation CI [{:.2}, {:.2}]{range})\n  (the {})",
-                r.ci_lo,
-                r.ci_hi,
-                c.model_error.describe()
-            );
-            let name = &loaded.scenario.name;
-            if c.knob == "workload.rate" {
-                println!(
-                    "{name}: maximum sustainable rate {:.2} req/s{ci} ({} searches: {runs})",
-                    r.mean,
-                    c.per_replication.len()
-                );
-                if r.mean == 0.0 {
-                    println!(
-                        "  no rate meets the objectives: every search failed down to 1/1000 of the scenario's rate"
-                    );
-                }
-                println!("{band}");
-            } else {
-                println!(
-                    "{name}: maximum sustainable trace speed-up ×{:.2}{ci}{} ({} searches: {runs})",
-                    r.mean,
-                    c.rate_per_unit.map_or(String::new(), |u| format!(", i.e. {:.2} req/s", r.mean * u)),
-                    c.per_replication.len()
-                );
-                println!("{band}");
-            }
-            if let Some(why) = c.limited_by.iter().find(|w| !w.is_empty()) {
-                println!("  limited by: {why}");
-            }
-            if let Some(w) = &c.precision_warning {
-                println!("  warning: {w}");
-            }
+            print!("{}", crate::plan::format_capacity(&c, &loaded.scenario.name));
             Ok(())
         }
         Command::Plan(a) => {
@@ -616,7 +590,13 @@ fn warn_pinned(loaded: &LoadedScenario) {
 }
 
 fn cmd_explain(a: ExplainArgs) -> Result<()> {
-    let opts = crate::explain::Options { replications: a.replications, what_if: !a.no_what_if };
+    use crate::explain::Metric;
+    let metric = a.metric.map(|m| match m {
+        TailArg::Ttft => Metric::Ttft,
+        TailArg::Tpot => Metric::Tpot,
+        TailArg::E2e => Metric::E2e,
+    });
+    let opts = crate::explain::Options { replications: a.replications, what_if: !a.no_what_if, metric };
     let catalog = std::sync::Arc::new(open_catalog(a.models.as_deref())?);
     let x = if a.target.is_dir() {
         if !a.set.is_empty() {

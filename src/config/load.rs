@@ -120,7 +120,7 @@ pub fn load_scenario_str_with(
         }
         return Err(err);
     }
-    let sha256 = Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    let sha256 = sha256_hex(text.as_bytes());
     Ok(LoadedScenario {
         scenario,
         path: path.to_path_buf(),
@@ -131,6 +131,11 @@ pub fn load_scenario_str_with(
         min_requests: None,
         catalog: catalog.clone(),
     })
+}
+
+/// SHA-256 of `bytes`, lowercase hex (the manifest's `scenario_sha256`).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Lengthens a run so that about `min` requests arrive after the warm-up:

@@ -35,9 +35,10 @@ pub fn explain_folder(
     let seed = m["seed"]
         .as_u64()
         .ok_or_else(|| ConfigError::new(format!("{}: no seed", dir.join("manifest.json").display())))?;
-    let mut loaded = crate::config::load_scenario_with(Path::new(file), &overrides, catalog).map_err(|e| {
+    let path = scenario_path(dir, file, m["scenario_path"].as_str(), m["scenario_sha256"].as_str());
+    let mut loaded = crate::config::load_scenario_with(&path, &overrides, catalog).map_err(|e| {
         ConfigError::new(format!("cannot load the run's scenario {file}: {}", e.message))
-            .hint("explain simulates the run again from its scenario file: run it from the folder it was run from")
+            .hint("explain simulates the run again from its scenario file, looked up from here and from the results folder's parent folders: keep it where it was")
     })?;
     if m["scenario_sha256"].as_str() != Some(loaded.sha256.as_str()) {
         return Err(ConfigError::new(format!("{file} has changed since the run in {} was made", dir.display()))
@@ -64,6 +65,25 @@ pub fn explain_folder(
     }
     let x = super::explain(&rep, &loaded, catalog, opts)?;
     Ok((x, rep))
+}
+
+/// Where the run's scenario file `file` (as written in the manifest,
+/// relative to the folder the run was made from) is now: as written when
+/// that resolves from here; else `absolute` (the manifest's
+/// `scenario_path`); else under the nearest parent of the results folder
+/// where a file with the manifest's SHA-256 sits. So explain works from any
+/// working directory.
+fn scenario_path(dir: &Path, file: &str, absolute: Option<&str>, sha: Option<&str>) -> std::path::PathBuf {
+    let given = Path::new(file);
+    if given.is_absolute() || given.is_file() {
+        return given.to_path_buf();
+    }
+    let same = |p: &Path| std::fs::read(p).is_ok_and(|b| sha.is_none_or(|h| crate::config::sha256_hex(&b) == h));
+    if let Some(a) = absolute.map(Path::new).filter(|a| same(a)) {
+        return a.to_path_buf();
+    }
+    let abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    abs.ancestors().skip(1).map(|up| up.join(given)).find(|p| same(p)).unwrap_or_else(|| given.to_path_buf())
 }
 
 /// Refuses runs too large to hold in memory.

@@ -199,6 +199,13 @@ pub struct Explanation {
     pub what_ifs: Vec<WhatIf>,
     /// Replications (seeds) per what-if.
     pub replications: u32,
+    /// The arrivals are a replayed trace (every seed then sees the same arrivals).
+    #[serde(default)]
+    pub replayed_trace: bool,
+    /// When every objective is met and no tail was asked for: why there is
+    /// nothing to fix (the binding objective and its headroom); no what-if is run.
+    #[serde(default)]
+    pub nothing_to_fix: Option<String>,
 }
 
 impl Explanation {
@@ -536,11 +543,14 @@ pub struct Options {
     pub replications: u32,
     /// Run the what-ifs (else only the analysis).
     pub what_if: bool,
+    /// The tail to explain (`--metric`); None: the objective missed most,
+    /// and nothing to fix when every objective is met.
+    pub metric: Option<Metric>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { replications: 5, what_if: true }
+        Options { replications: 5, what_if: true, metric: None }
     }
 }
 
@@ -554,13 +564,42 @@ pub fn explain(
     opts: Options,
 ) -> crate::Result<Explanation> {
     let analysis = analyse(rep)?;
-    let target = target(&analysis, rep);
+    let target = opts.metric.unwrap_or_else(|| target(&analysis, rep));
+    let nothing_to_fix = if opts.metric.is_none() { all_met(rep) } else { None };
     let mut what_ifs = Vec::new();
     if opts.what_if
+        && nothing_to_fix.is_none()
         && let Some(c) = analysis.cohorts.iter().find(|c| c.metric == target)
     {
         let cands = candidates(c, rep);
         what_ifs = what_if(loaded, catalog, rep, target, &cands, opts.replications)?;
     }
-    Ok(Explanation { analysis, target, what_ifs, replications: opts.replications })
+    Ok(Explanation {
+        analysis,
+        target,
+        what_ifs,
+        replications: opts.replications,
+        replayed_trace: rep.setup.scenario.workload.trace.is_some(),
+        nothing_to_fix,
+    })
+}
+
+/// When the run is a stable service that meets every objective of its
+/// `[slo]` (as `capacity` and `plan` judge it): the binding objective and
+/// its headroom. None without objectives, or when one is missed.
+fn all_met(rep: &crate::Report) -> Option<String> {
+    let s = &rep.setup.scenario;
+    let slo = s
+        .slo
+        .clone()
+        .or_else(|| s.workload.classes.iter().any(|c| c.slo.is_some()).then(crate::config::SloConfig::default))?;
+    let v = crate::plan::judge(&rep.summary, &slo);
+    (v.meets && !v.binding.is_empty()).then(|| {
+        format!(
+            "nothing to fix: the run is stable and meets every objective (the closest is {}, {:.0}% headroom); \
+             pass --metric ttft|tpot|e2e to explain a tail anyway",
+            v.binding,
+            v.headroom * 100.0
+        )
+    })
 }

@@ -45,12 +45,19 @@ fn breakdown(parts: &[f64]) -> Vec<(Part, f64, f64)> {
 fn cohort_title(c: &Cohort) -> String {
     let unit = if c.metric == Metric::Tpot { " per output token" } else { "" };
     match c.metric {
-        Metric::SloMissed => format!(
+        Metric::SloMissed if c.median_ms.is_finite() => format!(
             "Requests that missed an SLO ({}; mean E2E {} ms against {} ms for those that met it)",
             c.requests,
             fmt_ms(c.mean_ms),
             fmt_ms(c.median_ms)
         ),
+        Metric::SloMissed => {
+            format!(
+                "Requests that missed an SLO ({}, every measured request; mean E2E {} ms)",
+                c.requests,
+                fmt_ms(c.mean_ms)
+            )
+        }
         m => format!(
             "Slowest 1% of {} ({} request{}, {} ≥ {} ms{unit}; mean {} ms against {} ms for the median cohort)",
             m.name(),
@@ -74,14 +81,28 @@ fn cohort_lines(c: &Cohort) -> Vec<String> {
     out.push(format!("made of: {}", parts.join(", ")));
     let gap = c.mean_ms - c.median_ms;
     if gap.is_finite() && gap > 0.0 && c.excess_ms > 0.0 {
-        out.push(format!(
-            "what it pays for: {} — {} ms of the {} ms it has over {} ({:.0}%)",
-            c.excess.phrase(),
-            fmt_ms(c.excess_ms),
-            fmt_ms(gap),
-            if c.metric == Metric::SloMissed { "the requests that met their SLOs" } else { "the median cohort" },
-            100.0 * c.excess_ms / gap
-        ));
+        let against =
+            if c.metric == Metric::SloMissed { "the requests that met their SLOs" } else { "the median cohort" };
+        let share = c.excess_ms / gap;
+        // Other parts can be shorter than the median's, so one part's excess
+        // may exceed the whole gap: say so rather than print a share over 100%.
+        out.push(if share > 1.0 + 5e-3 {
+            format!(
+                "what it pays for: {} — {} ms more than {against}, more than the whole {} ms gap (its other parts \
+                 are shorter than {against}'s)",
+                c.excess.phrase(),
+                fmt_ms(c.excess_ms),
+                fmt_ms(gap)
+            )
+        } else {
+            format!(
+                "what it pays for: {} — {} ms of the {} ms it has over {against} ({:.0}%)",
+                c.excess.phrase(),
+                fmt_ms(c.excess_ms.min(gap)),
+                fmt_ms(gap),
+                100.0 * share.min(1.0)
+            )
+        });
     }
     for e in &c.examples {
         out.push(format!("e.g. {}", e.text));
@@ -106,18 +127,22 @@ fn signed(x: f64) -> String {
 }
 
 /// One what-if in words.
-fn what_if_line(w: &super::WhatIf) -> String {
+fn what_if_line(w: &super::WhatIf, trace: bool) -> String {
     if let Some(e) = &w.error {
         return format!("--set {}: could not be run: {e}", w.change.join(" --set "));
     }
     let d = &w.difference;
     let (unit, scale) = if w.metric == "slo.attainment" { (" pts", 100.0) } else { (" ms", 1.0) };
+    let better = if w.lower_is_better { d.ci_hi < 0.0 } else { d.ci_lo > 0.0 };
+    let harm = w.harm.as_deref().map(|h| format!("not confirmed: it does harm elsewhere ({h})"));
     let verdict = if w.confirmed {
-        "confirmed"
+        "confirmed".to_string()
+    } else if let Some(h) = harm.filter(|_| better) {
+        h
     } else if d.ci_lo.is_finite() && (if w.lower_is_better { d.ci_lo > 0.0 } else { d.ci_hi < 0.0 }) {
-        "worse"
+        "worse".to_string()
     } else {
-        "inconclusive (the interval includes no change)"
+        "inconclusive (the interval includes no change)".to_string()
     };
     let cost = if w.cost_difference.mean.is_finite() && w.cost_difference.mean.abs() >= 0.0005 {
         format!("; cost per million output tokens {}$", if w.cost_difference.mean >= 0.0 { "+" } else { "−" })
@@ -125,10 +150,17 @@ fn what_if_line(w: &super::WhatIf) -> String {
     } else {
         String::new()
     };
-    let same =
-        if d.ci_lo == d.ci_hi { " (every seed gives the same runs: a replayed trace fixes the arrivals)" } else { "" };
+    let same = if d.ci_lo != d.ci_hi {
+        ""
+    } else if trace {
+        " (every seed gives the same runs: a replayed trace fixes the arrivals)"
+    } else if d.mean == 0.0 {
+        " (the same on every seed: the change does not alter these runs)"
+    } else {
+        " (the same difference on every seed)"
+    };
     format!(
-        "--set {}: {} {}{unit} → {}{unit}, paired difference {}{unit} [{}, {}] (95%){same}: {verdict}{cost} — {}",
+        "--set {}: {} {}{unit} → {}{unit}, paired difference {}{unit} [{}, {}] (95%){same}: {verdict}{cost}{} — {}",
         w.change.join(" --set "),
         w.metric,
         fmt_ms(w.baseline.mean * scale),
@@ -136,8 +168,48 @@ fn what_if_line(w: &super::WhatIf) -> String {
         signed(d.mean * scale),
         signed(d.ci_lo * scale),
         signed(d.ci_hi * scale),
+        side_effects(w),
         w.why
     )
+}
+
+/// A side-effect metric's name and how its difference reads.
+fn side_label(key: &str) -> (&'static str, f64, &'static str) {
+    match key {
+        "p99_ttft_ms" => ("p99 TTFT", 1.0, " ms"),
+        "p99_tpot_ms" => ("p99 TPOT", 1.0, " ms"),
+        "p99_e2el_ms" => ("p99 E2E", 1.0, " ms"),
+        "slo.attainment" => ("attainment", 100.0, " pts"),
+        "slo.ttft_attainment" => ("TTFT attainment", 100.0, " pts"),
+        "slo.tpot_attainment" => ("TPOT attainment", 100.0, " pts"),
+        "slo.e2e_attainment" => ("E2E attainment", 100.0, " pts"),
+        "request_goodput" => ("goodput", 1.0, " req/s"),
+        "output_throughput" => ("output", 1.0, " tok/s"),
+        _ => ("", 1.0, ""),
+    }
+}
+
+/// "; side effects: p99 TTFT +34.2 s, …, stable runs 5 → 0 of 5" (the
+/// metrics that moved).
+fn side_effects(w: &super::WhatIf) -> String {
+    let mut v: Vec<String> = w
+        .side_effects
+        .iter()
+        .filter(|(_, d)| d.mean.abs() > 1e-9)
+        .map(|(k, d)| {
+            let (name, scale, unit) = side_label(k);
+            let name = if name.is_empty() { k.as_str() } else { name };
+            if unit == " ms" {
+                format!("{name} {} ms", signed(d.mean * scale))
+            } else {
+                format!("{name} {}{:.2}{unit}", if d.mean >= 0.0 { "+" } else { "−" }, (d.mean * scale).abs())
+            }
+        })
+        .collect();
+    if w.stable_runs.0 != w.stable_runs.1 {
+        v.push(format!("stable runs {} → {}", w.stable_runs.0, w.stable_runs.1));
+    }
+    if v.is_empty() { String::new() } else { format!("; side effects: {}", v.join(", ")) }
 }
 
 /// The explanation as terminal text.
@@ -145,6 +217,9 @@ pub fn text(x: &Explanation) -> String {
     let a = &x.analysis;
     let mut o =
         format!("Reading it backwards: {} ({} measured requests; verdict: {})\n", a.scenario, a.measured, a.verdict);
+    if let Some(n) = &x.nothing_to_fix {
+        o += &format!("Answer: {n}.\n");
+    }
     for c in &a.cohorts {
         o += &format!("\n{}\n", cohort_title(c));
         for l in cohort_lines(c) {
@@ -158,7 +233,7 @@ pub fn text(x: &Explanation) -> String {
             x.replications.max(2)
         );
         for w in &x.what_ifs {
-            o += &format!("  {}\n", what_if_line(w));
+            o += &format!("  {}\n", what_if_line(w, x.replayed_trace));
         }
         match x.suggestion() {
             Some(w) => o += &format!("Suggested change: --set {}\n", w.change.join(" --set ")),
@@ -175,6 +250,9 @@ pub fn html(x: &Explanation, svg: &str) -> String {
     let a = &x.analysis;
     let mut o = String::from("<h2 id=\"reading-it-backwards\">Reading it backwards</h2>\n");
     o += "<p>From the slowest results back to what caused them: each request's latency is split into parts that add up exactly to its TTFT and E2E (docs/attribution.md); the tail's parts are set against the median cohort's, and the slowest requests are traced to what their replica was doing.</p>\n";
+    if let Some(n) = &x.nothing_to_fix {
+        o += &format!("<p><b>Answer:</b> {}.</p>\n", esc(n));
+    }
     o += svg;
     for c in &a.cohorts {
         o += &format!("<h3>{}</h3>\n<ul>", esc(&cohort_title(c)));
@@ -190,7 +268,7 @@ pub fn html(x: &Explanation, svg: &str) -> String {
             x.replications.max(2)
         );
         for w in &x.what_ifs {
-            o += &format!("<li>{}</li>", esc(&what_if_line(w)));
+            o += &format!("<li>{}</li>", esc(&what_if_line(w, x.replayed_trace)));
         }
         o += "</ul>\n";
         o += &match x.suggestion() {

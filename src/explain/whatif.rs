@@ -35,8 +35,21 @@ pub struct WhatIf {
     pub difference: Stat,
     /// The same for the cost per million output tokens, USD.
     pub cost_difference: Stat,
-    /// The whole interval of the difference is an improvement.
+    /// The whole interval of the difference is an improvement, and the
+    /// change does no harm elsewhere (see `harm`).
     pub confirmed: bool,
+    /// Paired differences (variant − baseline) of the other metrics a user
+    /// judges a change by: the other tails, attainment (overall and per
+    /// objective), goodput and throughput; only those the run reports.
+    #[serde(default)]
+    pub side_effects: Vec<(String, Stat)>,
+    /// Runs judged stable (or offline) without and with the change, of the seeds run.
+    #[serde(default)]
+    pub stable_runs: (u32, u32),
+    /// Why a change that improves the target is not confirmed: it makes the
+    /// runs less stable, or attainment or goodput fall (null: no harm seen).
+    #[serde(default)]
+    pub harm: Option<String>,
     /// Why it could not be tested, if so (the change does not resolve, say).
     pub error: Option<String>,
 }
@@ -83,7 +96,6 @@ pub fn candidates(c: &Cohort, rep: &crate::Report) -> Vec<Candidate> {
         }
     };
     let keys = replica_keys(c, rep);
-    let budget = e.max_num_batched_tokens as i64;
     if overloaded {
         for (k, n) in &keys {
             add(
@@ -103,7 +115,58 @@ pub fn candidates(c: &Cohort, rep: &crate::Report) -> Vec<Candidate> {
             "the tail sits on a few replicas: route by outstanding tokens",
         );
     }
+    // The part the tail exceeds the median by most, and the part the tail
+    // is mostly made of when that is another: a cost every request pays
+    // (a slow KV link at 84% of TTFT) barely exceeds the median, yet
+    // shortening it shortens the tail too.
+    let largest = Part::ALL[super::argmax(&c.parts_ms)];
+    let total: f64 = c.parts_ms.iter().filter(|x| **x > 0.0).sum();
+    let mut causes = vec![c.excess];
+    if largest != c.excess && c.parts_ms[largest.idx()] >= 0.5 * total {
+        causes.push(largest);
+    }
+    for &cause in &causes {
+        cause_candidates(cause, sc, &mut add);
+    }
     let cause = c.excess;
+    // Classes that differ in priority, waiting in one first-come-first-served
+    // queue: let the urgent ones go first.
+    let classes = &rep.setup.workload.classes;
+    let waits = Part::WAITS.contains(&cause) || cause == Part::Interference;
+    if waits
+        && e.queue_order == crate::config::QueueOrder::Fcfs
+        && classes.iter().any(|k| k.priority != classes[0].priority)
+    {
+        add(
+            vec![("engine.queue_order", toml::Value::String("priority".into()))],
+            "urgent and background classes share one first-come-first-served queue: serve by class priority",
+        );
+    }
+    if matches!(
+        cause,
+        Part::WaitBatchFull
+            | Part::WaitKv
+            | Part::WaitPrefills
+            | Part::Preempted
+            | Part::DecodePreempted
+            | Part::CentralQueue
+            | Part::WaitBudget
+            | Part::Interference
+            | Part::WaitStep
+            | Part::Prefill
+    ) {
+        for (k, n) in &keys {
+            add(vec![(k, int(*n as i64 + 1))], "the replica is busy: one more replica shares the load (at a cost)");
+        }
+    }
+    out.truncate(4);
+    out
+}
+
+/// The changes that address `cause` in scenario `sc`.
+fn cause_candidates(cause: Part, sc: &crate::config::Scenario, add: &mut impl FnMut(Vec<(&str, toml::Value)>, &str)) {
+    let e = &sc.engine;
+    let budget = e.max_num_batched_tokens as i64;
     match cause {
         Part::WaitPrefills | Part::Interference | Part::WaitStep => {
             if e.chunked_prefill && sc.pools.is_empty() {
@@ -187,43 +250,68 @@ pub fn candidates(c: &Cohort, rep: &crate::Report) -> Vec<Candidate> {
         }
         _ => {}
     }
-    // Classes that differ in priority, waiting in one first-come-first-served
-    // queue: let the urgent ones go first.
-    let classes = &rep.setup.workload.classes;
-    let waits = Part::WAITS.contains(&cause) || cause == Part::Interference;
-    if waits
-        && e.queue_order == crate::config::QueueOrder::Fcfs
-        && classes.iter().any(|k| k.priority != classes[0].priority)
-    {
-        add(
-            vec![("engine.queue_order", toml::Value::String("priority".into()))],
-            "urgent and background classes share one first-come-first-served queue: serve by class priority",
-        );
-    }
-    if matches!(
-        cause,
-        Part::WaitBatchFull
-            | Part::WaitKv
-            | Part::WaitPrefills
-            | Part::Preempted
-            | Part::DecodePreempted
-            | Part::CentralQueue
-            | Part::WaitBudget
-            | Part::Interference
-            | Part::WaitStep
-            | Part::Prefill
-    ) {
-        for (k, n) in &keys {
-            add(vec![(k, int(*n as i64 + 1))], "the replica is busy: one more replica shares the load (at a cost)");
-        }
-    }
-    out.truncate(4);
-    out
 }
 
 /// The seed of replication `r` (the run's own seed first).
 fn seed_of(seed: u64, r: u32) -> u64 {
     if r == 0 { seed } else { point_seed(seed, 0, r) }
+}
+
+/// The metrics a change's side effects are read on.
+const SIDE: [&str; 9] = [
+    "p99_ttft_ms",
+    "p99_tpot_ms",
+    "p99_e2el_ms",
+    "slo.attainment",
+    "slo.ttft_attainment",
+    "slo.tpot_attainment",
+    "slo.e2e_attainment",
+    "request_goodput",
+    "output_throughput",
+];
+
+/// A fall in attainment (a fraction) larger than this is harm: half a point.
+const ATTAINMENT_FALL: f64 = 0.005;
+/// A fall in goodput larger than this fraction of the baseline's is harm.
+const GOODPUT_FALL: f64 = 0.005;
+
+/// One run's metrics and whether it is a stable service (or offline).
+struct Measured {
+    flat: Vec<(String, f64)>,
+    stable: bool,
+}
+
+impl Measured {
+    fn of(s: &crate::metrics::Summary) -> Measured {
+        Measured { flat: flatten(s), stable: matches!(s.stability.verdict.as_str(), "stable" | "not_applicable") }
+    }
+}
+
+/// The harm a change does, read on its side effects: fewer stable runs, or
+/// attainment (any objective) or goodput falling on average over the seeds.
+fn harm(side: &[(String, Stat)], stable: (u32, u32), reps: u32, base_goodput: f64) -> Option<String> {
+    let mut why = Vec::new();
+    if stable.1 < stable.0 {
+        why.push(format!("{} of {reps} runs stable with it, {} without", stable.1, stable.0));
+    }
+    for (k, d) in side {
+        let fell = if k.starts_with("slo.") {
+            d.mean < -ATTAINMENT_FALL
+        } else if k == "request_goodput" {
+            d.mean < -GOODPUT_FALL * base_goodput.abs()
+        } else {
+            false
+        };
+        if fell {
+            let v = if k.starts_with("slo.") {
+                format!("{:.1} pts", d.mean * 100.0)
+            } else {
+                format!("{:.2} req/s", d.mean)
+            };
+            why.push(format!("{k} falls by {}", v.trim_start_matches('-')));
+        }
+    }
+    (!why.is_empty()).then(|| why.join(", "))
 }
 
 fn get(flat: &[(String, f64)], key: &str) -> f64 {
@@ -248,16 +336,18 @@ pub fn what_if(
     let mut base_setup = rep.setup.clone();
     base_setup.attribution = false;
     // The run itself is replication 0 of the baseline.
-    let base: Vec<Vec<(String, f64)>> = (0..reps)
+    let base: Vec<Measured> = (0..reps)
         .into_par_iter()
         .map(|r| {
             if r == 0 {
-                flatten(&rep.summary)
+                Measured::of(&rep.summary)
             } else {
-                flatten(&crate::run_lean(&base_setup, seed_of(rep.seed, r)).summary)
+                Measured::of(&crate::run_lean(&base_setup, seed_of(rep.seed, r)).summary)
             }
         })
         .collect();
+    let base_stable = base.iter().filter(|m| m.stable).count() as u32;
+    let base_goodput = Stat::of(&base.iter().map(|m| get(&m.flat, "request_goodput")).collect::<Vec<_>>()).mean;
     let mut out: Vec<WhatIf> = cands
         .iter()
         .map(|c| {
@@ -267,11 +357,14 @@ pub fn what_if(
                 why: c.why.clone(),
                 metric: key.to_string(),
                 lower_is_better: lower,
-                baseline: Stat::of(&base.iter().map(|f| get(f, key)).collect::<Vec<_>>()),
+                baseline: Stat::of(&base.iter().map(|m| get(&m.flat, key)).collect::<Vec<_>>()),
                 variant: Stat::of(&[]),
                 difference: Stat::of(&[]),
                 cost_difference: Stat::of(&[]),
                 confirmed: false,
+                side_effects: Vec::new(),
+                stable_runs: (base_stable, 0),
+                harm: None,
                 error: None,
             };
             let setup = match loaded.derive(&c.changes, "what-if").and_then(|s| crate::resolve(&s, catalog)) {
@@ -281,15 +374,26 @@ pub fn what_if(
                     return w;
                 }
             };
-            let runs: Vec<Vec<(String, f64)>> = (0..reps)
+            let runs: Vec<Measured> = (0..reps)
                 .into_par_iter()
-                .map(|r| flatten(&crate::run_lean(&setup, seed_of(rep.seed, r)).summary))
+                .map(|r| Measured::of(&crate::run_lean(&setup, seed_of(rep.seed, r)).summary))
                 .collect();
-            let pair = |k: &str| -> Vec<f64> { runs.iter().zip(&base).map(|(v, b)| get(v, k) - get(b, k)).collect() };
-            w.variant = Stat::of(&runs.iter().map(|f| get(f, key)).collect::<Vec<_>>());
+            let pair = |k: &str| -> Vec<f64> {
+                runs.iter().zip(&base).map(|(v, b)| get(&v.flat, k) - get(&b.flat, k)).collect()
+            };
+            w.variant = Stat::of(&runs.iter().map(|m| get(&m.flat, key)).collect::<Vec<_>>());
             w.difference = Stat::of(&pair(key));
             w.cost_difference = Stat::of(&pair(COST));
-            w.confirmed = if lower { w.difference.ci_hi < 0.0 } else { w.difference.ci_lo > 0.0 };
+            w.side_effects = SIDE
+                .iter()
+                .filter(|&&k| k != key)
+                .map(|&k| (k.to_string(), Stat::of(&pair(k))))
+                .filter(|(_, d)| d.mean.is_finite())
+                .collect();
+            w.stable_runs.1 = runs.iter().filter(|m| m.stable).count() as u32;
+            w.harm = harm(&w.side_effects, w.stable_runs, reps, base_goodput);
+            let better = if lower { w.difference.ci_hi < 0.0 } else { w.difference.ci_lo > 0.0 };
+            w.confirmed = better && w.harm.is_none();
             w
         })
         .collect();
@@ -299,7 +403,7 @@ pub fn what_if(
         let d = if lower { -w.difference.mean } else { w.difference.mean };
         if d.is_finite() { d } else { f64::NEG_INFINITY }
     };
-    let base_cost = Stat::of(&base.iter().map(|f| get(f, COST)).collect::<Vec<_>>()).mean;
+    let base_cost = Stat::of(&base.iter().map(|m| get(&m.flat, COST)).collect::<Vec<_>>()).mean;
     let cheap = |w: &WhatIf| w.cost_difference.mean.is_nan() || w.cost_difference.mean <= 0.01 * base_cost.abs();
     out.sort_by(|a, b| {
         b.confirmed

@@ -405,14 +405,14 @@ fn sweep_page(dir: &Path) -> Result<String> {
     o += "</table><p class=\"note\">Brackets: Student-t 95% confidence intervals over replications.</p>";
     if has_base {
         o += "<h2>Against the baseline</h2><p>Each configuration minus its baseline, paired by seed (same arrivals and lengths), with 95% intervals.</p><table><tr><th>#</th>";
-        for k in ["p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms", "output_throughput", "slo.attainment"] {
+        for k in BASELINE_COLUMNS {
             let _ = write!(o, "<th>Δ {k}</th>");
         }
         o += "</tr>";
         for p in j["points"].as_array().into_iter().flatten() {
             let _ = write!(o, "<tr><td>{}</td>", p["index"]);
             let vb = p["vs_baseline"].as_array().cloned().unwrap_or_default();
-            for k in ["p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms", "output_throughput", "slo.attainment"] {
+            for k in BASELINE_COLUMNS {
                 let st = vb.iter().find(|m| m[0] == k).map(|m| m[1].clone()).unwrap_or(Value::Null);
                 let _ = write!(
                     o,
@@ -428,6 +428,19 @@ fn sweep_page(dir: &Path) -> Result<String> {
     }
     Ok(page(&format!("servesim sweep: {name}"), &o))
 }
+
+/// The metrics of the sweep report's baseline table: the tails users judge
+/// a change by (p99 ITL included: a chunk size or batch cap moves it first),
+/// throughput, goodput and attainment.
+const BASELINE_COLUMNS: [&str; 7] = [
+    "p99_ttft_ms",
+    "median_tpot_ms",
+    "p99_tpot_ms",
+    "p99_itl_ms",
+    "output_throughput",
+    "request_goodput",
+    "slo.attainment",
+];
 
 /// The plan page.
 fn plan_page(dir: &Path) -> Result<String> {

@@ -13,8 +13,11 @@ pub struct Manifest {
     pub servesim_version: String,
     /// The command line, as typed.
     pub command: Vec<String>,
-    /// Path of the scenario file.
+    /// Path of the scenario file, as given on the command line.
     pub scenario_file: String,
+    /// The same, absolute (where it resolved when the run was made): how
+    /// `explain` finds it from another working directory.
+    pub scenario_path: String,
     /// SHA-256 of the scenario file.
     pub scenario_sha256: String,
     /// `--set` overrides applied on top of the file, in order.
@@ -67,6 +70,8 @@ pub fn manifest(
         servesim_version: env!("CARGO_PKG_VERSION").to_string(),
         command,
         scenario_file: scenario_file.to_string(),
+        scenario_path: std::fs::canonicalize(scenario_file)
+            .map_or_else(|_| scenario_file.to_string(), |p| p.display().to_string()),
         scenario_sha256: sha256.to_string(),
         overrides: overrides.to_vec(),
         seed,

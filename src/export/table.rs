@@ -464,6 +464,18 @@ pub fn format_sweep(m: &crate::sweep::SweepManifest, points: &[crate::sweep::Poi
             Verdict::Overloaded => "!! OVERLOADED".to_string(),
         };
         let _ = writeln!(o, " {verdict}");
+        if !p.vs_baseline.is_empty() {
+            // The baseline beside its point: the point's mean minus the mean paired difference.
+            for _ in &keys {
+                let _ = write!(o, "{:>14} ", "");
+            }
+            for (_, name) in cols {
+                let d = p.vs_baseline.iter().find(|m| m.0 == name).map_or(f64::NAN, |m| m.1.mean);
+                let x = (p.get(name) - d) * if name == "slo.attainment" { 100.0 } else { 1.0 };
+                let _ = write!(o, "{:>10} ", num(x, if x.abs() >= 100.0 { 0 } else { 2 }));
+            }
+            let _ = writeln!(o, " ↳ its baseline");
+        }
     }
     let flagged = points.iter().filter(|p| p.error.is_none() && !p.verdict().ok()).count();
     if flagged > 0 {

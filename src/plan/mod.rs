@@ -15,13 +15,17 @@
 use crate::config::{LoadedScenario, Scenario, SloConfig};
 use crate::error::{ConfigError, Result};
 use crate::metrics::Summary;
-use crate::sweep::{Stat, point_seed};
+
 use crate::{Catalog, resolve, run_lean};
 use rayon::prelude::*;
 use serde::Serialize;
 
+mod capacity;
+mod check;
 mod model_error;
-use model_error::{model_range, pessimistic_replicas};
+pub use capacity::{CONFIRM_FACTOR, Capacity, ConfirmStep, Confirmation, WIDE_INTERVAL, capacity, format_capacity};
+pub use check::PlanCheck;
+use model_error::pessimistic_replicas;
 
 /// How a run fares against the SLOs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -119,11 +123,24 @@ fn judge_group(m: &crate::metrics::RequestMetrics, slo: &SloConfig, label: &str,
                 continue;
             }
             let value = idx.map_or(f64::NAN, |i| metric.dist.percentiles[i]);
-            let fails =
-                (value.is_nan() || value > limit).then(|| format!("{label}p{p} {name} {value:.0} ms > {limit} ms"));
+            let fails = (value.is_nan() || value > limit)
+                .then(|| format!("{label}p{p} {name} {} ms > {limit} ms", above(value, limit)));
             consider(format!("{label}p{p} {name}"), value, limit, 1.0 - value / limit, fails);
         }
     }
+}
+
+/// `value` printed with as few decimals (up to 3) as show it on its side of
+/// `limit`: 50.4 beside 50 prints "50.4", so "50 ms > 50 ms" cannot appear.
+pub fn above(value: f64, limit: f64) -> String {
+    for d in 0..=3 {
+        let shown = format!("{value:.d$}");
+        let back: f64 = shown.parse().unwrap_or(value);
+        if (back > limit) == (value > limit) && (back < limit) == (value < limit) {
+            return shown;
+        }
+    }
+    format!("{value:.3}")
 }
 
 fn slo_of(s: &Scenario) -> Result<SloConfig> {
@@ -146,36 +163,6 @@ fn simulate(loaded: &LoadedScenario, catalog: &Catalog, over: &[(String, toml::V
     let r = run_lean(&setup, seed);
     r.check_complete()?;
     Ok(r.summary)
-}
-
-/// The result of `servesim capacity`.
-#[derive(Debug, Clone, Serialize)]
-pub struct Capacity {
-    /// The load knob searched: `workload.rate` (req/s), or `workload.trace.speedup` for a replayed trace.
-    pub knob: String,
-    /// Highest sustainable value of the knob found by each replication's bisection.
-    pub per_replication: Vec<f64>,
-    /// Their mean and 95% Student-t interval.
-    pub rate: Stat,
-    /// Mean offered arrival rate at knob value 1 (trace replays: the trace's own rate), req/s.
-    pub rate_per_unit: Option<f64>,
-    /// Relative precision of each bisection.
-    pub tolerance: f64,
-    /// The validated throughput error of the scenario's engine profile on
-    /// its GPU (from `servesim validate`), beside the simulation's interval above.
-    pub model_error: crate::validate::ErrorBand,
-    /// The knob's value found with every step slower and faster by that
-    /// error (1 ± band): where the model's own error puts the answer (None:
-    /// no validated band).
-    pub model_range: Option<(f64, f64)>,
-    /// Fewest measured requests beyond the SLO percentile (e.g. above p99)
-    /// in the highest passing run of any search: below 10 that percentile
-    /// rests on a handful of requests (null with `slo.min_attainment`).
-    pub tail_requests: Option<f64>,
-    /// Why the run just above the result failed, per search.
-    pub limited_by: Vec<String>,
-    /// When the result is not precise: the reason and the run length that would fix it.
-    pub precision_warning: Option<String>,
 }
 
 /// Fewer requests than this beyond the judged percentile make it unreliable.
@@ -282,72 +269,6 @@ pub fn load_knob(loaded: &LoadedScenario, catalog: &Catalog) -> Result<LoadKnob>
             }
             o
         }),
-    })
-}
-
-/// Finds the highest load that meets the SLOs, once per replication (each
-/// with its own arrivals), to `tol` relative precision.
-pub fn capacity(loaded: &LoadedScenario, catalog: &Catalog, replications: u32, tol: f64) -> Result<Capacity> {
-    let slo = slo_of(&loaded.scenario)?;
-    let knob = load_knob(loaded, catalog)?;
-    // Per search: the result, the tail count of its best passing run, and why the next failed.
-    let per: Vec<Result<(f64, f64, String)>> = (0..replications.max(1))
-        .into_par_iter()
-        .map(|rep| {
-            let seed = point_seed(loaded.scenario.seed, 0, rep);
-            let (mut best, mut why) = ((0.0f64, f64::NAN), String::new());
-            let meets = |rate: f64| -> Result<bool> {
-                let s = simulate(loaded, catalog, &knob.set(rate), seed)?;
-                let v = judge(&s, &slo);
-                if v.meets && rate >= best.0 {
-                    best = (rate, tail_requests(&s, &slo));
-                } else if !v.meets {
-                    why = v.reason;
-                }
-                Ok(v.meets)
-            };
-            let x = bisect_up(knob.start, tol, meets)?;
-            Ok((x, best.1, why))
-        })
-        .collect();
-    let per: Vec<(f64, f64, String)> = per.into_iter().collect::<Result<_>>()?;
-    let tail = per.iter().map(|p| p.1).filter(|t| !t.is_nan()).fold(f64::INFINITY, f64::min);
-    let tail_requests = tail.is_finite().then_some(tail);
-    let limited_by: Vec<String> = per.iter().map(|p| p.2.clone()).collect();
-    let mut warnings = Vec::new();
-    if let Some(t) = tail_requests.filter(|&t| t < MIN_TAIL_REQUESTS) {
-        let p = slo.percentile.unwrap_or(99.0);
-        warnings.push(format!(
-            "the p{p} objective was judged on as few as {t:.0} requests beyond it: {}",
-            lengthen_advice(p)
-        ));
-    }
-    if limited_by.iter().any(|w| w.starts_with("inconclusive")) {
-        warnings.push(
-            "some searches stopped at a run too short to tell steady state from slow overload: run longer \
-             (num_requests) and the result may rise"
-                .into(),
-        );
-    }
-    let per: Vec<f64> = per.iter().map(|p| p.0).collect();
-    let model_error = crate::validate::band(
-        loaded.scenario.engine.preset.as_deref(),
-        catalog.gpu(&loaded.scenario.hardware.gpu).map_or(&loaded.scenario.hardware.gpu, |e| &e.key),
-        crate::validate::BandMetric::Throughput,
-        Some(catalog),
-    );
-    let model_range = model_range(loaded, catalog, &knob, &slo, tol, model_error.band)?;
-    Ok(Capacity {
-        model_range,
-        tail_requests,
-        limited_by,
-        precision_warning: (!warnings.is_empty()).then(|| warnings.join("; ")),
-        knob: knob.key.into(),
-        rate: Stat::of(&per),
-        per_replication: per,
-        rate_per_unit: knob.rate_per_unit,
-        tolerance: tol,
-        model_error,
     })
 }
 
@@ -488,6 +409,9 @@ pub struct Plan {
     /// error (`cost.step_time_scale` = 1 + band): how many replicas it then
     /// needs (None: no validated band, or more than twice the winner's).
     pub model_error_replicas: Option<u32>,
+    /// The winner confirmed by runs five times longer, and the replica count
+    /// one replica's capacity implies (null: no winner).
+    pub check: Option<PlanCheck>,
 }
 
 fn axes(s: &Scenario) -> Vec<(String, Vec<toml::Value>)> {
@@ -659,15 +583,15 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
         )
     });
     let winner = candidates.iter().find(|c| c.replicas.is_some() && c.verdict.is_some());
-    let ((fleet_choices, failure_headroom), model_error_replicas) = match winner {
+    let ((fleet_choices, failure_headroom), (model_error_replicas, check)) = match winner {
         Some(w) => {
             let runs = WinnerRuns { loaded, catalog, over: &w.overrides, slo: &slo, seed };
             rayon::join(
                 || rayon::join(|| fleet_choices(&runs, w), || failure_headroom(&runs, w)),
-                || pessimistic_replicas(&runs, w),
+                || rayon::join(|| pessimistic_replicas(&runs, w), || check::check(&runs, w, &knob, knob_value, rate)),
             )
         }
-        None => ((Ok(Vec::new()), Ok(None)), Ok(None)),
+        None => ((Ok(Vec::new()), Ok(None)), (Ok(None), Ok(None))),
     };
     Ok(Plan {
         rate,
@@ -676,6 +600,7 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
         fleet_choices: fleet_choices?,
         failure_headroom: failure_headroom?,
         model_error_replicas: model_error_replicas?,
+        check: check?,
     })
 }
 
@@ -956,6 +881,9 @@ pub fn format_plan(p: &Plan, scenario: &str, details: bool) -> String {
         v.binding,
         v.headroom * 100.0
     ));
+    if let Some(c) = &p.check {
+        o += &wrap(&c.describe(w.replicas.unwrap_or(0), p.rate));
+    }
     o += &wrap(&format!(
         "The simulation is exact for the model; the {}. A headroom smaller than that error is within the \
          model's uncertainty.",
@@ -1047,5 +975,13 @@ mod tests {
         .unwrap();
         assert_eq!(z, 0.0);
         assert!(lowest >= 3.0e-3 / 2.0, "{lowest}");
+    }
+
+    #[test]
+    fn a_value_above_its_limit_prints_above_it() {
+        assert_eq!(above(50.4, 50.0), "50.4");
+        assert_eq!(above(50.04, 50.0), "50.04");
+        assert_eq!(above(504.2, 500.0), "504");
+        assert_eq!(above(1105.0, 50.0), "1105");
     }
 }

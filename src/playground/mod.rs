@@ -328,7 +328,7 @@ impl Playground {
             || self.curve(&loaded, &state.sets),
         );
         report.check().map_err(|e| loaded.locate(e))?;
-        let opts = crate::explain::Options { replications: 3, what_if: true };
+        let opts = crate::explain::Options { replications: 3, what_if: true, metric: None };
         let explanation = crate::explain::explain(&report, &loaded, &self.catalog, opts).map_err(|e| e.to_string());
         let sim_ms = start.elapsed().as_secs_f64() * 1e3;
         Ok(View { loaded, report, baseline, curve, explanation, sim_ms })

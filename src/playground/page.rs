@@ -721,7 +721,7 @@ fn hockey_figure(v: &View, s: &Value) -> Option<Figure> {
             s.name = s.name.replace("all points ", "TTFT ");
         }
         for l in &mut c.vlines {
-            l.label = l.label.replace("knee all points:", "knee:");
+            l.label = l.label.replace("knee all points:", "knee:").replace(" all points: no knee", " no knee");
         }
         let mark = |name: &str, y: Option<f64>, color| Series {
             name: name.into(),

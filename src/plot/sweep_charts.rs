@@ -140,19 +140,42 @@ pub fn pareto_figure(title: &str, points: &[SweepPoint]) -> Figure {
     Figure::Panels { title: title.into(), rows: 1, cols: 1, panels: vec![c] }
 }
 
-/// The knee: the highest offered rate whose p99 TTFT meets the SLO and whose
-/// run is a stable service (not overloaded, shedding, failing or
-/// inconclusive), per family.
-pub fn knees(points: &[SweepPoint], ttft_slo: f64) -> BTreeMap<String, f64> {
+/// A family's knee: the highest offered rate whose p99 TTFT meets the SLO
+/// and whose run is a stable service.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Knee {
+    /// That rate, req/s.
+    pub rate: f64,
+    /// Whether a higher rate of the grid fails: at the grid's last rate the
+    /// curve has not bent yet, and the knee lies beyond the grid.
+    pub inside: bool,
+}
+
+impl Knee {
+    /// The knee's label on a chart, for family `family`.
+    pub fn label(&self, family: &str) -> String {
+        if self.inside {
+            format!(" knee {family}: {} req/s", self.rate)
+        } else {
+            format!(" {family}: no knee inside the grid (SLO met up to {} req/s, its highest)", self.rate)
+        }
+    }
+}
+
+/// The knee per family: the highest offered rate whose p99 TTFT meets the
+/// SLO and whose run is a stable service (not overloaded, shedding, failing
+/// or inconclusive); not inside the grid when that is the family's highest rate.
+pub fn knees(points: &[SweepPoint], ttft_slo: f64) -> BTreeMap<String, Knee> {
     let mut m = BTreeMap::new();
     for (f, ps) in families(points) {
+        let top = ps.iter().filter_map(|p| p.rate).fold(f64::NEG_INFINITY, f64::max);
         if let Some(r) = ps
             .iter()
             .filter(|p| p.ok() && p.ttft_p99 <= ttft_slo)
             .filter_map(|p| p.rate)
             .fold(None, |a: Option<f64>, r| Some(a.map_or(r, |a| a.max(r))))
         {
-            m.insert(f, r);
+            m.insert(f, Knee { rate: r, inside: r < top });
         }
     }
     m
@@ -193,8 +216,8 @@ pub fn hockey_figure(title: &str, points: &[SweepPoint], ttft_slo: Option<f64>) 
     }
     if let Some(s) = ttft_slo {
         c.hlines.push(RefLine { at: s, label: format!("TTFT SLO {s} ms") });
-        for (f, r) in knees(points, s) {
-            c.vlines.push(RefLine { at: r, label: format!(" knee {}: {r} req/s", label(&f)) });
+        for (f, k) in knees(points, s) {
+            c.vlines.push(RefLine { at: k.rate, label: k.label(&label(&f)) });
         }
     }
     Figure::Panels { title: title.into(), rows: 1, cols: 1, panels: vec![c] }
@@ -226,7 +249,29 @@ mod tests {
             p(40.0, 100.0, Some(Flag::Failing)),
             p(50.0, 100.0, Some(Flag::Inconclusive)),
         ];
-        assert_eq!(knees(&pts, 500.0).get(""), Some(&20.0));
+        assert_eq!(knees(&pts, 500.0).get(""), Some(&Knee { rate: 20.0, inside: true }));
+    }
+
+    /// A curve that meets the SLO at the grid's highest rate has not bent
+    /// yet: that rate is no knee (review: the last grid point was labelled
+    /// the knee).
+    #[test]
+    fn a_knee_at_the_last_grid_point_is_no_knee() {
+        let p = |rate: f64, ttft: f64| SweepPoint {
+            family: String::new(),
+            rate: Some(rate),
+            output_throughput: rate * 100.0,
+            output_throughput_per_gpu: rate * 100.0,
+            ttft_p50: ttft / 2.0,
+            ttft_p99: ttft,
+            tpot_p50: 10.0,
+            tpot_p99: 20.0,
+            flag: None,
+        };
+        let k = knees(&[p(10.0, 100.0), p(20.0, 150.0), p(30.0, 200.0)], 500.0)[""];
+        assert_eq!(k, Knee { rate: 30.0, inside: false });
+        assert!(k.label("all points").contains("no knee inside the grid"), "{}", k.label("all points"));
+        assert!(!k.label("all points").contains("knee all points"));
     }
 
     #[test]

@@ -58,6 +58,76 @@ fn plan_picks_the_fewest_replicas_that_meet_the_slo() {
     assert!(!at(n - 1).meets, "{} replicas already meet the SLO", n - 1);
     assert_eq!(c.gpus, Some(n));
     assert!(c.one_fewer.as_ref().is_some_and(|v| !v.meets));
+    // The winner is checked by runs five times longer and against one
+    // replica's capacity (review: plan said 15 replicas where capacity on
+    // one replica implied 19, and nothing said why).
+    let check = p.check.as_ref().expect("the winner is checked");
+    assert_eq!(check.runs[0].replicas, n);
+    assert!(check.runs[0].measured_requests > 4 * 20000, "{:?}", check.runs[0]);
+    let planned = check.confirmed_replicas.expect("some size holds over the long run");
+    assert!(planned >= n);
+    // One 10 ms server carries under 100 req/s, and behind one router the
+    // replicas pool their queues: dividing never asks for fewer replicas.
+    assert!(check.one_replica_rate > 20.0 && check.one_replica_rate < 100.0, "{}", check.one_replica_rate);
+    let implied = check.replicas_implied.expect("one replica sustains some load");
+    assert!(implied >= planned, "{implied} implied vs {planned} planned");
+    let text = servesim::plan::format_plan(&p, "mm1", false).replace('\n', " ");
+    assert!(text.contains("One replica of it sustains") && text.contains("Confirmed: "), "{text}");
+    assert_eq!(text.contains("pooling gain"), implied > planned, "{text}");
+}
+
+/// Bursty traffic (gamma gaps with cv 4, lognormal lengths with cv 2.5 and
+/// 2.0) on one H100, only stability binding: the bisection's runs of 20,000
+/// requests pass loads the system cannot carry for long (review: 21.54 req/s
+/// [17.3, 25.8] where 10⁶-request runs are overloaded from 19.0 req/s on and
+/// throughput saturates at 18.9). The confirmation run, five times longer,
+/// steps the answer down below that.
+#[test]
+fn capacity_confirms_its_answer_with_a_longer_run() {
+    let text = include_str!("../../scenarios/w1-steady-state.toml");
+    let sets = [
+        "workload.arrival=\"gamma\"".to_string(),
+        "workload.cv=4".into(),
+        "workload.prompt_tokens={dist=\"lognormal\",mean=1024,cv=2.5}".into(),
+        "workload.output_tokens={dist=\"lognormal\",mean=256,cv=2.0}".into(),
+        "slo.ttft_ms=10000000".into(),
+        "slo.tpot_ms=100000".into(),
+    ];
+    let loaded = load_scenario_str(text, Path::new("w1-steady-state.toml"), &sets).unwrap();
+    let c = capacity(&loaded, &Catalog::builtin().unwrap(), 3, 0.02).unwrap();
+    let f = c.confirmation.as_ref().expect("a positive answer is confirmed");
+    assert_eq!(f.factor, 5.0);
+    assert!(f.steps[0].measured_requests > 90_000, "{:?}", f.steps[0]);
+    assert!(
+        c.answer() < 19.0 && c.answer() > 12.0,
+        "answer {} (searches {:?}), steps {:?}",
+        c.answer(),
+        c.rate,
+        f.steps
+    );
+    let out = servesim::plan::format_capacity(&c, "w1-bursty");
+    assert!(out.contains("confirmed over") && out.contains("confirmation (5× longer)"), "{out}");
+    if c.answer() < c.rate.mean {
+        assert!(out.contains("stepped down"), "{out}");
+    }
+}
+
+/// An interval wider than ±25% of its centre is not an answer: the searches
+/// are repeated with runs four times longer, and the output says so (review:
+/// one TensorRT-LLM answer read 20.4 req/s [5.3, 35.5] with no warning).
+#[test]
+fn capacity_lengthens_runs_when_the_searches_disagree() {
+    let text = include_str!("../../scenarios/quickstart.toml");
+    let loaded = load_scenario_str(text, Path::new("quickstart.toml"), &[]).unwrap();
+    let c = capacity(&loaded, &Catalog::builtin().unwrap(), 3, 0.02).unwrap();
+    let first = c.first_searches.expect("the quickstart's first searches disagree by more than ±25%");
+    assert!((first.ci_hi - first.ci_lo) / 2.0 > 0.25 * first.mean, "{first:?}");
+    let min = c.lengthened_to_requests.expect("lengthened");
+    assert!(min > 4 * 1000, "{min}");
+    let (w0, w1) = (first.ci_hi - first.ci_lo, c.rate.ci_hi - c.rate.ci_lo);
+    assert!(w1 < w0, "longer runs narrow the interval: {w1} vs {w0}");
+    let warn = c.precision_warning.as_deref().unwrap_or("");
+    assert!(warn.contains("first searches disagreed") && warn.contains("repeated"), "{warn}");
 }
 
 /// The plan table fits an 80-column terminal, and each runner-up says what

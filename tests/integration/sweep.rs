@@ -143,7 +143,7 @@ fn replications_give_confidence_intervals_and_baselines_pair_seeds() {
     // The baseline equals the configuration except for a key that changes nothing.
     std::fs::write(&file, format!("{base}\n[baseline]\n\"cost.per_request_overhead_ms\" = 0.0\n")).unwrap();
     let out = d.path().join("o");
-    ok(&[
+    let stdout = ok(&[
         "sweep",
         file.to_str().unwrap(),
         "--grid",
@@ -154,8 +154,13 @@ fn replications_give_confidence_intervals_and_baselines_pair_seeds() {
         "num_requests=300",
         "--out",
         out.to_str().unwrap(),
-        "-q",
+        "--report",
     ]);
+    // The baseline is visible: a row under each point in the table, and
+    // p99 ITL among the report's paired differences (review: missing).
+    assert_eq!(stdout.matches("↳ its baseline").count(), 2, "{stdout}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("Δ p99_itl_ms") && html.contains("Δ request_goodput"), "no p99 ITL in the baseline table");
     let json: serde_json::Value = serde_json::from_slice(&read(&out.join("sweep.json"))).unwrap();
     for p in json["points"].as_array().unwrap() {
         let metrics = p["metrics"].as_array().unwrap();
