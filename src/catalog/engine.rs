@@ -254,6 +254,24 @@ mod tests {
         assert!(!long.holds(&at(None, 1, "bf16", None)));
     }
 
+    /// SGLang sizes its CUDA graphs by GPU memory: under 20 GiB it captures
+    /// decode batches up to 8 at any tp (review: 24 or 80 were used).
+    #[test]
+    fn sglang_captures_graphs_up_to_8_on_gpus_under_20_gib() {
+        let catalog = crate::catalog::Catalog::builtin().unwrap();
+        let p = &catalog.engine("sglang").unwrap().spec;
+        let max_bs = |mem: f64, tp: u32| {
+            let g = gpu("T4", mem, 0.0);
+            let (engine, _) = resolved_keys(p, &Context { gpu: Some(&g), tp, dtype: "bf16", max_model_len: None });
+            (engine["cuda_graph_max_bs"].as_integer().unwrap(), engine["max_num_batched_tokens"].as_integer().unwrap())
+        };
+        assert_eq!(max_bs(16.0, 1), (8, 2048));
+        assert_eq!(max_bs(16.0, 4), (8, 2048));
+        assert_eq!(max_bs(24.0, 1), (24, 2048));
+        assert_eq!(max_bs(24.0, 4).0, 80);
+        assert_eq!(max_bs(80.0, 1).0, 256);
+    }
+
     #[test]
     fn validation_requires_sources_and_valid_keys() {
         let mut p: EngineProfile =

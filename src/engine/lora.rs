@@ -177,16 +177,29 @@ impl Loras {
     }
 }
 
-/// Weights of one adapter of rank `rank`: every linear layer adapted (q, k,
-/// v, o, gate, up, down; an MoE model's expert MLP counted once), A and B
-/// of rank × (d_in + d_out) each (stored in BF16: 2 bytes each).
+/// Weights of one adapter of rank `rank`: A and B of rank × (d_in + d_out)
+/// for every adapted linear layer (stored in BF16: 2 bytes each). The
+/// attention projections (q, k, v, o) of every layer are adapted, and the
+/// dense MLPs (gate, up, down): every layer's in a dense model; in an MoE
+/// model only the leading dense layers' and the shared experts', because
+/// vLLM 0.11 applies LoRA to no routed expert (its FusedMoE layers take no
+/// adapter: vllm/lora/models.py warns that LoRA on MoE models adapts only
+/// the dense layers; expert adapters came in 0.11.1, PR #21229).
 pub fn adapter_weights(llm: &crate::catalog::LlmSpec, rank: u32) -> f64 {
     let h = llm.hidden_size as f64;
     let kv = (llm.num_kv_heads * llm.head_dim) as f64;
     let q = (llm.num_attention_heads * llm.head_dim) as f64;
-    let ffn = llm.moe_intermediate_size.filter(|_| llm.num_experts > 0).unwrap_or(llm.intermediate_size) as f64;
-    let per_layer = (h + q) + (h + kv) * 2.0 + (q + h) + 2.0 * (h + ffn) + (ffn + h);
-    rank as f64 * per_layer * llm.num_layers as f64
+    let attention = (h + q) + (h + kv) * 2.0 + (q + h);
+    let mlp = |ffn: f64| 2.0 * (h + ffn) + (ffn + h);
+    let layers = llm.num_layers as f64;
+    let mlps = if llm.num_experts > 0 {
+        let dense = llm.dense_layers.min(llm.num_layers) as f64;
+        let expert = llm.moe_intermediate_size.unwrap_or(llm.intermediate_size) as f64;
+        dense * mlp(llm.intermediate_size as f64) + (layers - dense) * llm.shared_experts as f64 * mlp(expert)
+    } else {
+        layers * mlp(llm.intermediate_size as f64)
+    };
+    rank as f64 * (layers * attention + mlps)
 }
 
 /// The adapters of a run of `setup` with `seed` (None without `[lora]`).
@@ -217,6 +230,26 @@ pub fn plan(setup: &crate::Setup, seed: u64) -> Option<std::sync::Arc<LoraPlan>>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// vLLM 0.11 adapts no routed expert: a MoE model's adapter holds the
+    /// attention projections (and dense layers and shared experts), not its
+    /// expert MLPs (review: the expert MLP was charged once per layer).
+    #[test]
+    fn moe_adapters_leave_the_routed_experts_out() {
+        let c = crate::catalog::Catalog::builtin().unwrap();
+        let mixtral = &c.model("mixtral-8x7b").unwrap().spec;
+        let (h, q, kv) = (4096.0, 4096.0, 1024.0);
+        let attention = (h + q) + 2.0 * (h + kv) + (q + h);
+        assert_eq!(adapter_weights(mixtral, 16), 16.0 * 32.0 * attention);
+        // A dense model of the same attention pays its MLPs too.
+        let mut dense = mixtral.clone();
+        dense.num_experts = 0;
+        assert!(adapter_weights(&dense, 16) > 3.0 * adapter_weights(mixtral, 16));
+        // Shared experts and leading dense layers are plain linear layers: adapted.
+        let mut shared = mixtral.clone();
+        shared.shared_experts = 1;
+        assert!(adapter_weights(&shared, 16) > adapter_weights(mixtral, 16));
+    }
 
     fn plan(n: usize, slots: u32) -> std::sync::Arc<LoraPlan> {
         std::sync::Arc::new(LoraPlan {
