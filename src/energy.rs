@@ -10,6 +10,13 @@
 //! the duration and the peak bandwidth (its MBU). Between steps a GPU draws
 //! the idle floor. Energy is the integral over the measurement window.
 //!
+//! A GPU not serving draws less than that floor: the floor was fitted on
+//! busy engines, whose clocks stay up between steps. A replica that is
+//! starting (cold or warm start) or under repair, a warm standby, and a
+//! serving replica idle for longer than [`LONG_IDLE_S`] between steps draw
+//! the loaded-idle power [`LOADED_IDLE`] × TDP: a process holding a CUDA
+//! context and the model's weights, running nothing (docs/energy.md).
+//!
 //! The three constants were fitted to the measured average power of
 //! Llama-2-70B requests at tensor parallelism 2 and 4 on DGX-A100 (Splitwise,
 //! ISCA 2024, `validation/data/splitwise_perf_model_a100.csv`), and judged on
@@ -33,6 +40,20 @@ pub struct PowerModel {
 pub const POWER: PowerModel = PowerModel { idle: IDLE, compute: COMPUTE, memory: MEMORY };
 
 const IDLE: f64 = 0.32;
+
+/// Power of a GPU holding a CUDA context and the model but running no work
+/// for a while, / TDP: 112-117 W of 700 W on H100 and H200 (0.16-0.17),
+/// 0.15-0.17 on A100, 0.23 on L40S (Vadari, "The Model Parking Tax",
+/// arXiv:2605.23918, 2026: nvidia-smi power of loaded, idle vLLM and
+/// SGLang servers). One constant for every GPU: the H100/A100 figure.
+pub const LOADED_IDLE: f64 = 0.16;
+
+/// Seconds without a step after which a serving replica's GPUs leave the
+/// serving floor for [`LOADED_IDLE`]. An assumption, not a measurement:
+/// the Splitwise fit of [`IDLE`] includes gaps of seconds between requests,
+/// and no published measurement we have times the drop; "idle for minutes"
+/// is where the loaded-idle figure was measured.
+pub const LONG_IDLE_S: f64 = 60.0;
 const COMPUTE: f64 = 1.75;
 const MEMORY: f64 = 0.95;
 

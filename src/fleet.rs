@@ -86,6 +86,10 @@ pub struct FleetOutput {
     pub warm_replica_s: f64,
     /// Replica-seconds billed per slot inside the window (standbys excluded).
     pub slot_billed_s: Vec<f64>,
+    /// Of them, per slot, the seconds spent starting (cold or warm start)
+    /// or under repair: billed, holding no step, at the loaded-idle power
+    /// ([`crate::energy::LOADED_IDLE`]).
+    pub slot_down_s: Vec<f64>,
     /// Scale-up actions (replicas added).
     pub scale_ups: u64,
     /// Scale-down actions (replicas removed).
@@ -150,6 +154,8 @@ pub struct Fleet {
     ready_since: Vec<f64>,
     /// Per slot: failed since.
     failed_since: Vec<f64>,
+    /// When slot i began starting or its repair (NaN while neither).
+    down_since: Vec<f64>,
     /// Per slot: busy time at the last policy look.
     busy_mark: Vec<f64>,
     /// Per slot: its failure stream.
@@ -217,6 +223,7 @@ impl Fleet {
             since,
             ready_since: vec![0.0; slots],
             failed_since: vec![f64::NAN; slots],
+            down_since: vec![f64::NAN; slots],
             busy_mark: vec![0.0; slots],
             rngs: (0..slots)
                 .map(|i| Pcg64Mcg::seed_from_u64(crate::rng::Stream::Failures(i as u32).seed(seed)))
@@ -231,6 +238,7 @@ impl Fleet {
             out: FleetOutput {
                 cold_start_s,
                 slot_billed_s: vec![0.0; slots],
+                slot_down_s: vec![0.0; slots],
                 serving: (0..slots)
                     .map(|i| if i < initial { vec![(0.0, f64::INFINITY)] } else { Vec::new() })
                     .collect(),
@@ -323,6 +331,16 @@ impl Fleet {
             self.out.slot_billed_s[i] += now - from;
         }
         self.since[i] = f64::NAN;
+    }
+
+    /// Ends slot `i`'s start or repair at `now`: its time inside the window
+    /// counts as down (loaded-idle power).
+    fn end_down(&mut self, i: usize, now: f64) {
+        let from = self.down_since[i].max(self.window_start);
+        if now > from {
+            self.out.slot_down_s[i] += now - from;
+        }
+        self.down_since[i] = f64::NAN;
     }
 
     fn bill_warm(&mut self, now: f64) {
@@ -501,6 +519,7 @@ impl Fleet {
                 };
                 self.state[i] = SlotState::Starting;
                 self.since[i] = now;
+                self.down_since[i] = now;
                 self.out.scale_ups += 1;
                 acts.push(Action::Start(i, ready_at));
             }
@@ -546,6 +565,7 @@ impl Fleet {
 
     /// Slot `i` has finished starting (or its repair): it serves from `now`.
     pub fn ready(&mut self, i: usize, now: f64) {
+        self.end_down(i, now);
         if self.state[i] == SlotState::Failed {
             self.out.downtime_s += now - self.failed_since[i];
         }
@@ -557,6 +577,9 @@ impl Fleet {
 
     /// A draining slot has emptied: it turns off.
     pub fn turn_off(&mut self, i: usize, now: f64) {
+        if !self.down_since[i].is_nan() {
+            self.end_down(i, now);
+        }
         self.bill(i, now);
         self.state[i] = SlotState::Off;
         self.life[i] = self.life[i].wrapping_add(1);
@@ -579,6 +602,7 @@ impl Fleet {
         }
         self.state[i] = SlotState::Failed;
         self.failed_since[i] = now;
+        self.down_since[i] = now;
         self.sample(now);
         Some(now + repair_s)
     }
@@ -588,6 +612,9 @@ impl Fleet {
         for i in 0..self.state.len() {
             if self.state[i] == SlotState::Failed {
                 self.out.downtime_s += (end - self.failed_since[i]).max(0.0);
+            }
+            if !self.down_since[i].is_nan() {
+                self.end_down(i, end);
             }
             if self.state[i] != SlotState::Off {
                 self.bill(i, end);

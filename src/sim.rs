@@ -1170,6 +1170,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
                 let Some(i) = self.fleet.as_ref().and_then(|f| f.live(e.key)) else { return };
                 let f = self.fleet.as_mut().expect("fleet");
                 f.ready(i, now);
+                self.replicas[i].serving_from(now);
                 if let Some(t) = f.next_failure(i, now) {
                     let key = f.key(i);
                     self.push_fleet(Event { t, kind: Kind::Fail, key });

@@ -224,6 +224,11 @@ pub struct ReplicaStats {
     /// replica, all alike): its dynamic energy is (1 − idle) × TDP × this
     /// ([`crate::energy`]).
     pub activity_area: f64,
+    /// Time inside the window that the replica sat without a step beyond
+    /// the first [`crate::energy::LONG_IDLE_S`] of each gap between steps
+    /// (from its last step, or from when it began serving), s: drawn at
+    /// the loaded-idle power, not the serving floor.
+    pub long_idle_s: f64,
 }
 
 /// One engine replica.
@@ -272,6 +277,8 @@ pub struct Replica<C> {
     window_left: u32,
     /// Start of the measurement window.
     window_start: f64,
+    /// End of the last step, or when the replica began serving, s.
+    last_step_end: f64,
     /// Time the waiting/running integrals were last brought up to.
     t_touch: f64,
     /// Latency attribution's clocks (used only when the records attribute).
@@ -359,6 +366,7 @@ impl<C: StepCostModel> Replica<C> {
             step_promised: 0,
             window_left: 0,
             window_start,
+            last_step_end: 0.0,
             t_touch: 0.0,
             clocks: attribution::Clocks::default(),
             power_weights: (crate::energy::POWER.compute / cost_peak.0, crate::energy::POWER.memory / cost_peak.1),
@@ -1467,6 +1475,12 @@ impl<C: StepCostModel> Replica<C> {
     /// Adds the step just finished to the window integrals.
     #[inline]
     fn account_step(&mut self, t_end: f64) {
+        // Idle beyond LONG_IDLE_S since the last step (inside the window).
+        let long = self.step.start - (self.last_step_end + crate::energy::LONG_IDLE_S).max(self.window_start);
+        if long > 0.0 {
+            self.stats.long_idle_s += long;
+        }
+        self.last_step_end = t_end;
         self.stats.steps += 1;
         self.stats.busy_whole_run += t_end - self.step.start;
         self.stats.peak_step_tokens = self.stats.peak_step_tokens.max(self.step.batch.scheduled_tokens());
@@ -1491,6 +1505,11 @@ impl<C: StepCostModel> Replica<C> {
         let used = self.kv.used();
         s.kv_area += used as f64 * dt;
         s.peak_kv_blocks = s.peak_kv_blocks.max(used);
+    }
+
+    /// The replica (a fleet slot) begins serving at `now`: idle time counts from here.
+    pub fn serving_from(&mut self, now: f64) {
+        self.last_step_end = now;
     }
 
     /// Serves the adapters of `plan` (`[lora]`).

@@ -269,8 +269,9 @@ fn pool_summaries(
 }
 
 /// The GPUs' energy over a window of `duration` seconds ([`crate::energy`]):
-/// each GPU draws the idle floor throughout and the dynamic part while its
-/// replica runs steps.
+/// each GPU draws the serving floor while on and the dynamic part while its
+/// replica runs steps; starting, under repair, on warm standby or idle for
+/// longer than a minute between steps it draws the loaded-idle power.
 fn energy_summary(
     setup: &crate::Setup,
     stats: &[crate::engine::ReplicaStats],
@@ -285,14 +286,19 @@ fn energy_summary(
         let p = &setup.pools[r.pool as usize];
         let g = p.layout.gpus();
         gpus += g as f64;
-        // A fleet's slot draws the idle floor while billed (starting, serving, draining, under repair).
+        // A fleet's slot is on while billed (starting, serving, draining,
+        // under repair); starting and under repair it runs nothing.
         let on = fleet.map_or(duration, |f| f.slot_billed_s[i]);
-        joules += g as f64 * p.gpu.tdp_w * (m.idle * on + (1.0 - m.idle) * r.activity_area);
+        let down = fleet.map_or(0.0, |f| f.slot_down_s[i]);
+        let parked = (down + r.long_idle_s).min(on);
+        joules += g as f64
+            * p.gpu.tdp_w
+            * (m.idle * (on - parked) + crate::energy::LOADED_IDLE * parked + (1.0 - m.idle) * r.activity_area);
     }
     if let Some(f) = fleet {
-        // Warm standbys idle throughout; a fleet's mean power is per billed GPU.
+        // Warm standbys hold the model and run nothing; a fleet's mean power is per billed GPU.
         let p = &setup.pools[0];
-        joules += p.layout.gpus() as f64 * p.gpu.tdp_w * m.idle * f.warm_replica_s;
+        joules += p.layout.gpus() as f64 * p.gpu.tdp_w * crate::energy::LOADED_IDLE * f.warm_replica_s;
         // The mean number of billed GPUs, unrounded: 1.4999 stays 1.4999.
         gpus = p.layout.gpus() as f64 * f.billed_replica_s / duration;
     }
@@ -301,12 +307,14 @@ fn energy_summary(
     let usd_per_kwh = h.usd_per_kwh.unwrap_or(0.0);
     EnergySummary {
         power_model: format!(
-            "P/TDP = {} + {:.2} × min(1, {} × MFU + {} × MBU) per step, {} between steps (fitted to Splitwise A100 power; docs/energy.md)",
+            "P/TDP = {} + {:.2} × min(1, {} × MFU + {} × MBU) per step, {} between steps (fitted to Splitwise A100 power); {} starting, under repair, on standby or idle over {} s (loaded idle; docs/energy.md)",
             m.idle,
             1.0 - m.idle,
             m.compute,
             m.memory,
-            m.idle
+            m.idle,
+            crate::energy::LOADED_IDLE,
+            crate::energy::LONG_IDLE_S
         ),
         kwh,
         mean_power_w: joules / duration,
@@ -454,7 +462,8 @@ pub struct CostSummary {
 /// docs/energy.md).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct EnergySummary {
-    /// The power model, in words: P / TDP = idle + (1 − idle) × min(1, c × MFU + m × MBU) per step, idle between steps.
+    /// The power model, in words: P / TDP = idle + (1 − idle) × min(1, c × MFU + m × MBU) per step, idle between
+    /// steps, and the loaded-idle power while starting, under repair, on standby or idle for over a minute.
     pub power_model: String,
     /// Energy of all GPUs over the window, kWh.
     pub kwh: f64,

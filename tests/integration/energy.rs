@@ -53,3 +53,32 @@ fn electricity_price_and_carbon_add_up() {
     assert_eq!(base.energy.usd, 0.0);
     assert!(base.energy.kg_co2.is_none());
 }
+
+/// A GPU that holds the model but runs nothing for minutes draws the
+/// loaded-idle power (0.16 × TDP), not the busy engine's floor between steps
+/// (0.32 × TDP): one request every few minutes leaves the replica's mean
+/// power well under the floor (review: charged the serving floor throughout).
+#[test]
+fn a_replica_idle_for_minutes_draws_loaded_idle_power() {
+    let window = SCENARIO.replace("num_requests = 2000\n", "duration_s = 3600\n");
+    let s = energy_of(&window, &["workload.rate=0.005"]);
+    let (loaded, floor) = (servesim::energy::LOADED_IDLE * 700.0, servesim::energy::POWER.idle * 700.0);
+    let p = s.energy.mean_power_w_per_gpu;
+    assert!(p > loaded && p < 0.5 * (loaded + floor), "{p} W between {loaded} and {floor}");
+    assert!(s.energy.power_model.contains("idle over 60 s"), "{}", s.energy.power_model);
+}
+
+/// Warm standbys hold the model and serve nothing: each adds exactly the
+/// loaded-idle power of its GPUs over the window (review: charged the
+/// serving floor).
+#[test]
+fn warm_standbys_draw_loaded_idle_power() {
+    // A fleet that never scales (min = max = 1): the standbys change nothing else.
+    let fleet =
+        format!("{SCENARIO}\n[fleet]\npolicy = \"utilisation\"\ntarget = 0.7\nmin_replicas = 1\nmax_replicas = 1\n");
+    let none = energy_of(&fleet, &[]);
+    let three = energy_of(&fleet, &["fleet.warm_pool=3"]);
+    let extra_j = (three.energy.kwh - none.energy.kwh) * 3.6e6;
+    let want = 3.0 * 700.0 * servesim::energy::LOADED_IDLE * three.duration;
+    assert!((extra_j / want - 1.0).abs() < 1e-9, "{extra_j} J vs {want} J");
+}
