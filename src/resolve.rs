@@ -302,6 +302,8 @@ fn resolve_pool(
             e.min_new_token_ratio,
             (e.new_token_ratio - e.min_new_token_ratio) / e.new_token_ratio_decay_steps as f64,
         ),
+        max_tokens: s.workload.max_tokens,
+        max_model_len: memory.max_model_len,
     };
     Ok(Pool {
         name: name.to_string(),

@@ -552,6 +552,8 @@ struct EventLoop<'s, 'k, C: StepCostModel> {
     /// The longest request every pool accepts (clipping makes a request fit it).
     max_len: u32,
     clip_long: bool,
+    /// A fixed `workload.max_tokens`: outputs longer are cut there (u32::MAX: none).
+    output_cap: u32,
     max_wait: Option<f64>,
     pre_fixed: f64,
     pre_tok: f64,
@@ -691,6 +693,10 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             // cluster-wide limit is the smallest pool's.
             max_len: setup.max_model_len(),
             clip_long: setup.workload.clip,
+            output_cap: match s.workload.max_tokens {
+                crate::config::MaxTokens::Fixed(c) => c,
+                _ => u32::MAX,
+            },
             max_wait: s.engine.max_wait_s,
             pre_fixed: s.engine.preprocess_ms * 1e-3,
             pre_tok: s.engine.preprocess_us_per_token * 1e-6,
@@ -786,6 +792,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         self.area_t = a.arrival;
         self.now = a.arrival;
         let id = self.obs.records.len() as u32;
+        a.output = a.output.min(self.output_cap);
         let clipped = self.clip_long && clip(self.max_len, &mut a.prompt, &mut a.output);
         let mut rec = RequestRecord::new(a.arrival, a.prompt, a.output);
         rec.class = a.class;

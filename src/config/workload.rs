@@ -286,6 +286,66 @@ pub enum TooLong {
     Clip,
 }
 
+/// What each request's client sends as `max_tokens`, which the engines that
+/// reserve memory for a request's whole output (TensorRT-LLM's
+/// GUARANTEED_NO_EVICT, SGLang's admission) reserve against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(try_from = "MaxTokensRepr", into = "MaxTokensRepr")]
+pub enum MaxTokens {
+    /// Its own output length, as `vllm bench serve` sends (`max_tokens` =
+    /// the sampled output length; benchmarks/datasets.py).
+    #[default]
+    Output,
+    /// Nothing: the engines take max_seq_len − prompt (trtllm-serve,
+    /// vLLM) or context − prompt − 1 (SGLang) as the limit.
+    None,
+    /// A fixed cap, as a chat client sends: outputs longer are cut there.
+    Fixed(u32),
+}
+
+impl MaxTokens {
+    /// The default (`"output"`): nothing to write.
+    pub fn is_output(&self) -> bool {
+        *self == MaxTokens::Output
+    }
+}
+
+/// `max_tokens` as TOML writes it: `"output"`, `"none"` or a number.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum MaxTokensRepr {
+    /// `"output"` or `"none"`.
+    Word(String),
+    /// A cap in tokens.
+    Cap(i64),
+}
+
+impl TryFrom<MaxTokensRepr> for MaxTokens {
+    type Error = String;
+    fn try_from(r: MaxTokensRepr) -> Result<Self, String> {
+        match r {
+            MaxTokensRepr::Word(w) if w == "output" => Ok(MaxTokens::Output),
+            MaxTokensRepr::Word(w) if w == "none" => Ok(MaxTokens::None),
+            MaxTokensRepr::Cap(c) if c >= 1 && c <= u32::MAX as i64 => Ok(MaxTokens::Fixed(c as u32)),
+            MaxTokensRepr::Cap(c) => Err(format!("max_tokens = {c}: a cap must be at least 1 token")),
+            MaxTokensRepr::Word(w) => Err(format!(
+                "max_tokens = \"{w}\": expected \"output\" (the output length, as vllm bench serve sends), \
+                 \"none\" (the client sends none) or a number of tokens"
+            )),
+        }
+    }
+}
+
+impl From<MaxTokens> for MaxTokensRepr {
+    fn from(m: MaxTokens) -> Self {
+        match m {
+            MaxTokens::Output => MaxTokensRepr::Word("output".into()),
+            MaxTokens::None => MaxTokensRepr::Word("none".into()),
+            MaxTokens::Fixed(c) => MaxTokensRepr::Cap(c as i64),
+        }
+    }
+}
+
 /// What to do with a bad trace row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -513,6 +573,12 @@ pub struct WorkloadConfig {
     /// Requests longer than the context window: reject or clip.
     #[serde(default)]
     pub on_too_long: TooLong,
+    /// What each request's client sends as `max_tokens`: `"output"` (its
+    /// output length, `vllm bench serve`'s behaviour), a fixed cap (longer
+    /// outputs are cut there), or `"none"`. Engines that reserve memory for
+    /// the whole output reserve against it.
+    #[serde(default, skip_serializing_if = "MaxTokens::is_output")]
+    pub max_tokens: MaxTokens,
     /// Closed-loop users.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub closed_loop: Option<ClosedLoop>,

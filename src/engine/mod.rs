@@ -145,6 +145,12 @@ pub struct EngineParams {
     /// `admission = "reserve"`: (starting, floor) fraction of the running
     /// requests' remaining output reserved, and its fall per decode step.
     pub new_token_ratio: (f64, f64, f64),
+    /// What the clients send as `max_tokens` (`workload.max_tokens`): the
+    /// output limit `max-length` and `reserve` admissions reserve for.
+    pub max_tokens: crate::config::MaxTokens,
+    /// Longest sequence the replica accepts (`max_model_len`): the limit of
+    /// a request whose client sends no `max_tokens`.
+    pub max_model_len: u32,
 }
 
 /// Time-integrated statistics of one replica over the measurement window.
@@ -279,6 +285,9 @@ pub struct Replica<C> {
     window_start: f64,
     /// End of the last step, or when the replica began serving, s.
     last_step_end: f64,
+    /// Σ over running sequences of their `max_tokens` beyond their real
+    /// output (clipped at 4,096), for SGLang's admission reserve.
+    limit_extra: u64,
     /// Time the waiting/running integrals were last brought up to.
     t_touch: f64,
     /// Latency attribution's clocks (used only when the records attribute).
@@ -367,6 +376,7 @@ impl<C: StepCostModel> Replica<C> {
             window_left: 0,
             window_start,
             last_step_end: 0.0,
+            limit_extra: 0,
             t_touch: 0.0,
             clocks: attribution::Clocks::default(),
             power_weights: (crate::energy::POWER.compute / cost_peak.0, crate::energy::POWER.memory / cost_peak.1),
@@ -576,6 +586,20 @@ impl<C: StepCostModel> Replica<C> {
     }
 
     /// Remaining output tokens of the running requests (`admission = "reserve"`).
+    /// The output limit an engine that reserves plans for request `r`: its
+    /// client's `max_tokens` (never below the output it will produce).
+    #[inline]
+    fn output_limit(&self, r: &RequestRecord) -> u32 {
+        match self.p.max_tokens {
+            crate::config::MaxTokens::Output => r.output,
+            crate::config::MaxTokens::Fixed(c) => c.max(r.output),
+            crate::config::MaxTokens::None => self.p.max_model_len.saturating_sub(r.prompt).max(r.output),
+        }
+    }
+
+    /// Running requests' remaining output as SGLang's admission counts it:
+    /// each request's `max_tokens` left, beyond its real output clipped at
+    /// 4,096 tokens ([`Replica::output_limit`]).
     fn running_remaining(&self) -> u64 {
         let dec = self.decode.remaining_output();
         let pre: u64 = self
@@ -586,7 +610,7 @@ impl<C: StepCostModel> Replica<C> {
                 (s.output - s.generated) as u64
             })
             .sum();
-        dec + pre
+        dec + pre + self.limit_extra
     }
 
     /// SGLang's new ratio after a retraction: (generated + 20 × running) /
@@ -821,13 +845,14 @@ impl<C: StepCostModel> Replica<C> {
             Admission::Prompt => (prompt_blocks, 0, 0),
             // TensorRT-LLM GUARANTEED_NO_EVICT: the prompt now, the output reserved.
             Admission::MaxLength => {
-                let last = (r.prompt + r.output).saturating_sub(1).max(target) as u64;
+                let last = (r.prompt + self.output_limit(r)).saturating_sub(1).max(target) as u64;
                 (prompt_blocks, blocks_for(last, bs) - blocks_for(target as u64, bs), 0)
             }
             // SGLang: prompt and (clipped) output must fit beside the running
             // requests' expected needs and this step's earlier admissions.
             Admission::Reserve => {
-                let out = (r.output - r.generated.min(r.output)).min(SGLANG_CLIP_NEW_TOKENS) as u64;
+                let limit = self.output_limit(r);
+                let out = (limit - r.generated.min(limit)).min(SGLANG_CLIP_NEW_TOKENS) as u64;
                 let running = (self.ratio * self.running_remaining() as f64 / bs as f64).ceil() as u64;
                 let rest = (prompt_blocks + blocks_for(out, bs)).saturating_sub(need_chunk);
                 (need_chunk, 0, rest + running + self.step_promised)
@@ -843,7 +868,8 @@ impl<C: StepCostModel> Replica<C> {
             return false;
         }
         if self.p.admission == Admission::Reserve {
-            let out = (r.output - r.generated.min(r.output)).min(SGLANG_CLIP_NEW_TOKENS) as u64;
+            let limit = self.output_limit(r);
+            let out = (limit - r.generated.min(limit)).min(SGLANG_CLIP_NEW_TOKENS) as u64;
             self.step_promised += blocks_for(out, bs);
         }
         self.touch(now);
@@ -891,6 +917,13 @@ impl<C: StepCostModel> Replica<C> {
         let i = self.start_seq(req, r, sinks.warmup, target, skip, (need + hits as u64) as u32, hits, last);
         if reserve > 0 {
             self.running[i].resv_final = (need + hits as u64 + reserve) as u32;
+        }
+        if self.p.admission == Admission::Reserve {
+            // What its max_tokens asks beyond its real output (clipped as SGLang clips).
+            let r = &sinks.records[req as usize];
+            let extra = (self.output_limit(r) - r.output).min(SGLANG_CLIP_NEW_TOKENS);
+            self.running[i].limit_extra = extra;
+            self.limit_extra += extra as u64;
         }
         self.prefilling.push(i);
         self.step.push_chunk(i, &self.running[i], chunk);
@@ -1526,6 +1559,7 @@ impl<C: StepCostModel> Replica<C> {
     /// Removes running sequence `i` (its adapter has one user fewer).
     #[inline]
     fn drop_seq(&mut self, i: u32) {
+        self.limit_extra -= self.running[i].limit_extra as u64;
         if let Some(l) = self.lora.as_mut() {
             l.leave(self.running[i].req);
         }

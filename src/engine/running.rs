@@ -58,6 +58,8 @@ pub(super) struct Seq {
     /// `admission = "max-length"`: blocks the sequence holds at its end
     /// (prompt + output); the part not yet used sits in the KV reserve.
     pub(super) resv_final: u32,
+    /// `admission = "reserve"`: its `max_tokens` beyond its real output, clipped.
+    pub(super) limit_extra: u32,
 }
 
 impl Seq {
@@ -100,6 +102,7 @@ impl Seq {
             extra_held: false,
             salt,
             resv_final: 0,
+            limit_extra: 0,
         }
     }
 }

@@ -430,3 +430,53 @@ fn impossible_batching_combinations_are_refused() {
         assert_eq!(e.key.as_deref(), Some(key), "{engine}: {e}");
     }
 }
+
+/// Engines that reserve memory for a request's whole output reserve against
+/// what its client sends as `max_tokens` (review: against the output it will
+/// produce). With no `max_tokens` TensorRT-LLM (GUARANTEED_NO_EVICT) reserves
+/// up to the context window and SGLang its 4,096-token clip, so fewer
+/// requests run at once than when clients send the output length, as
+/// `vllm bench serve` does (the default); vLLM, which reserves nothing,
+/// does not care. A fixed cap cuts longer outputs.
+#[test]
+fn reserving_engines_reserve_what_the_client_sends_as_max_tokens() {
+    let text = include_str!("../../scenarios/quickstart.toml");
+    // A KV cache of about 100,000 tokens, so that reservations bind
+    // (SGLang sizes its pool by mem_fraction_static).
+    let kv = |preset: &str| match preset {
+        "trtllm" => "engine.num_gpu_blocks=3125".to_string(),
+        "sglang" => "engine.mem_fraction_static=0.4".to_string(),
+        _ => "engine.max_model_len=32768".to_string(),
+    };
+    let run = |preset: &str, max_tokens: &str| {
+        let sets = [
+            format!("engine.preset=\"{preset}\""),
+            kv(preset),
+            "engine.max_num_batched_tokens=8192".to_string(),
+            "workload.rate=12".into(),
+            "num_requests=1500".into(),
+            format!("workload.max_tokens={max_tokens}"),
+        ];
+        let sets: Vec<&str> = sets.iter().map(|s| s.as_str()).collect();
+        let s = crate::common::setup(text, &sets);
+        servesim::run_setup(&s, s.scenario.seed).summary
+    };
+    for preset in ["trtllm", "sglang"] {
+        let sent = run(preset, "\"output\"");
+        let none = run(preset, "\"none\"");
+        assert!(
+            none.utilisation.mean_running < 0.8 * sent.utilisation.mean_running
+                || none.metrics.ttft.dist.mean > 1.5 * sent.metrics.ttft.dist.mean,
+            "{preset}: running {} vs {}, mean TTFT {} vs {}",
+            none.utilisation.mean_running,
+            sent.utilisation.mean_running,
+            none.metrics.ttft.dist.mean,
+            sent.metrics.ttft.dist.mean
+        );
+    }
+    let v = (run("vllm-v1", "\"output\""), run("vllm-v1", "\"none\""));
+    assert_eq!(v.0.metrics.ttft.dist.mean, v.1.metrics.ttft.dist.mean, "vLLM reserves nothing ahead");
+    let capped = run("vllm-v1", "100");
+    let mean_out = |s: &servesim::Summary| s.metrics.total_output_tokens as f64 / s.metrics.completed as f64;
+    assert!(mean_out(&capped) <= 100.0 && mean_out(&capped) < 0.7 * mean_out(&v.0), "{}", mean_out(&capped));
+}
