@@ -186,6 +186,9 @@ pub fn format_summary(s: &Summary) -> String {
             format!("{}% ({})", num(h * 100.0, 1), s.kv_cache.prefix_saved_tokens),
         );
     }
+    if let Some(how) = &s.kv_cache.prefix_sharing {
+        let _ = writeln!(o, "Prefix sharing: {how}");
+    }
     if let Some(l) = &s.lora {
         row(
             &mut o,

@@ -130,8 +130,21 @@ pub struct KvSummary {
     pub prefix_saved_tokens: u64,
     /// Cached blocks evicted to make room.
     pub prefix_evictions: u64,
+    /// How requests share prefix blocks when a replayed trace's session
+    /// column groups them (null otherwise): an assumption the run rests on.
+    pub prefix_sharing: Option<String>,
     /// KV offload tiers below GPU memory (null without them).
     pub offload: Option<OffloadSummary>,
+}
+
+/// What a trace's session column does to prefix caching, in words.
+fn prefix_sharing(setup: &crate::Setup, prefix_caching: bool) -> Option<String> {
+    let column = setup.scenario.workload.trace.as_ref()?.session_column.as_ref()?;
+    Some(format!(
+        "the trace's `{column}` column groups requests into sessions: a session's requests share their leading prompt \
+         blocks (each prompt is taken to begin with the session's earlier prompt, as a chat history does){}",
+        if prefix_caching { "; prefix caching reuses them" } else { "; prefix caching is off, so nothing is reused" }
+    ))
 }
 
 /// KV offload tiers (host memory, then disk) holding the prefix blocks the
@@ -860,6 +873,7 @@ pub fn summarize(setup: &Setup, seed: u64, out: &mut SimOutput) -> Summary {
         }),
         prefix_saved_tokens: stats.iter().map(|r| r.prefix_saved_tokens).sum(),
         prefix_evictions: stats.iter().map(|r| r.prefix_evictions).sum(),
+        prefix_sharing: prefix_sharing(setup, prefix_caching),
         offload: offload_summary(setup, stats),
     };
     // The first pool that speculates describes it; the counts cover every pool.

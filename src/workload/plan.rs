@@ -90,7 +90,8 @@ pub struct SessionPlan {
 pub struct WorkloadPlan {
     /// Classes, in declaration order (one class "default" when none are declared).
     pub classes: Vec<ClassPlan>,
-    /// Whether classes were declared.
+    /// Whether the workload has classes to report: declared ones, or the
+    /// labels of a replayed trace's class column.
     pub declared_classes: bool,
     /// The common open-loop process, if any class takes a share of it.
     pub common: Option<Process>,
@@ -529,7 +530,7 @@ pub fn build(s: &Scenario) -> Result<WorkloadPlan, ConfigError> {
     };
     Ok(WorkloadPlan {
         classes,
-        declared_classes: !w.classes.is_empty(),
+        declared_classes: !w.classes.is_empty() || trace.as_ref().is_some_and(|t| !t.class_map.is_empty()),
         common,
         closed_loop: w.closed_loop.as_ref().map(|c| (c.users, TimeSampler::new(&c.think_time_s))),
         sessions,

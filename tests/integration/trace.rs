@@ -251,3 +251,30 @@ fn mooncake_hash_ids_feed_the_prefix_cache() {
     // Requests overlapping in time may miss blocks still being computed, never hit more.
     assert!(hit <= oracle && hit as f64 >= 0.9 * oracle as f64, "hit {hit} vs oracle {oracle} tokens");
 }
+
+/// A trace's class labels become classes in the summary, as the docs say,
+/// and its session column's effect on prefix caching is stated in the run's
+/// output (review: neither appeared).
+#[test]
+fn trace_labels_become_classes_and_sessions_are_stated() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rows = String::from("ms,tenant,conv,in,out\n");
+    for i in 0..400 {
+        let tenant = if i % 3 == 0 { "batch" } else { "chat" };
+        rows += &format!("{},{tenant},s{},{},{}\n", i * 50, i % 20, 200 + 20 * (i % 7), 30 + i % 11);
+    }
+    std::fs::write(dir.path().join("t.csv"), rows).unwrap();
+    let scenario = "name = \"tenants\"\n[model]\nname = \"llama-3.1-8b\"\n[hardware]\ngpu = \"h100-sxm\"\n\
+                    [workload.trace]\nfile = \"t.csv\"\nformat = \"csv\"\ntime_column = \"ms\"\ntime_unit = \"ms\"\n\
+                    prompt_column = \"in\"\noutput_column = \"out\"\nclass_column = \"tenant\"\nsession_column = \"conv\"\n";
+    std::fs::write(dir.path().join("s.toml"), scenario).unwrap();
+    let o = crate::common::servesim_in(dir.path(), &["run", "s.toml", "--out", "out", "--force"]);
+    let (code, stdout, stderr) = crate::common::outcome(&o);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("Prefix sharing: the trace's `conv` column groups requests into sessions"), "{stdout}");
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("out/summary.json")).unwrap()).unwrap();
+    let classes = s["classes"].as_object().expect("the trace's tenants are classes in the summary");
+    assert!(classes.contains_key("batch") && classes.contains_key("chat"), "{classes:?}");
+    assert!(s["kv_cache"]["prefix_sharing"].as_str().is_some_and(|t| t.contains("prefix caching")));
+}
