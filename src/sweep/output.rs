@@ -198,8 +198,39 @@ fn value_text(v: &serde_json::Value) -> String {
 pub const LOAD_KEYS: [&str; 4] =
     ["workload.rate", "workload.closed_loop.users", "workload.trace.speedup", "workload.trace.target_rate"];
 
-/// The sweep chart data of each point that ran.
+/// The sweep chart data of each point that ran, then (with a `[baseline]`)
+/// each point's baseline as a family of its own, "baseline" or "baseline of
+/// <family>": the point's mean minus the mean paired difference. A
+/// baseline's stability is not recorded, so its points are never flagged.
 pub fn chart_points(points: &[PointResult], base_rate: Option<f64>) -> Vec<SweepPoint> {
+    let mut out = own_chart_points(points, base_rate);
+    let baselines: Vec<SweepPoint> = points
+        .iter()
+        .filter(|p| p.error.is_none())
+        .zip(out.iter())
+        .filter(|(p, _)| !p.vs_baseline.is_empty())
+        .map(|(p, c)| {
+            let minus =
+                |v: f64, key: &str| v - p.vs_baseline.iter().find(|m| m.0 == key).map_or(f64::NAN, |m| m.1.mean);
+            SweepPoint {
+                family: if c.family.is_empty() { "baseline".into() } else { format!("baseline of {}", c.family) },
+                rate: c.rate,
+                output_throughput: minus(c.output_throughput, "output_throughput"),
+                output_throughput_per_gpu: minus(c.output_throughput_per_gpu, "output_throughput_per_gpu"),
+                ttft_p50: minus(c.ttft_p50, "median_ttft_ms"),
+                ttft_p99: minus(c.ttft_p99, "p99_ttft_ms"),
+                tpot_p50: minus(c.tpot_p50, "median_tpot_ms"),
+                tpot_p99: minus(c.tpot_p99, "p99_tpot_ms"),
+                flag: None,
+            }
+        })
+        .collect();
+    out.extend(baselines);
+    out
+}
+
+/// The chart data of each point that ran, as it ran.
+fn own_chart_points(points: &[PointResult], base_rate: Option<f64>) -> Vec<SweepPoint> {
     points
         .iter()
         .filter(|p| p.error.is_none())

@@ -161,6 +161,9 @@ fn replications_give_confidence_intervals_and_baselines_pair_seeds() {
     assert_eq!(stdout.matches("↳ its baseline").count(), 2, "{stdout}");
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("Δ p99_itl_ms") && html.contains("Δ request_goodput"), "no p99 ITL in the baseline table");
+    // ... and a line of its own on the charts.
+    let svg = std::fs::read_to_string(out.join("hockey.svg")).unwrap();
+    assert!(svg.contains("baseline p99"), "the hockey chart draws no baseline");
     let json: serde_json::Value = serde_json::from_slice(&read(&out.join("sweep.json"))).unwrap();
     for p in json["points"].as_array().unwrap() {
         let metrics = p["metrics"].as_array().unwrap();
