@@ -124,7 +124,8 @@ struct PlaygroundArgs {
 
 #[derive(Debug, Args)]
 struct StabilityTableArgs {
-    /// Queues to run, comma-separated: mm1, md1, w1.
+    /// Queues to run, comma-separated: mm1, md1, w1, and the families bursty,
+    /// azure-code, priority, disaggregated, autoscaled.
     #[arg(long, value_delimiter = ',', default_value = "mm1,md1,w1")]
     systems: Vec<String>,
     /// Run lengths in requests, comma-separated.
@@ -777,14 +778,14 @@ fn cmd_stability_table(a: StabilityTableArgs) -> Result<()> {
     let systems = a
         .systems
         .iter()
-        .map(|s| match s.as_str() {
-            "mm1" => Ok(System::MM1),
-            "md1" => Ok(System::MD1),
-            "w1" => Ok(System::W1),
-            other => Err(crate::ConfigError::new(format!("unknown queue {other:?}"))
-                .key("--systems")
-                .hint("use mm1, md1 or w1")
-                .into()),
+        .map(|s| {
+            System::ALL.iter().copied().find(|x| x.key() == s.as_str()).ok_or_else(|| {
+                let names: Vec<&str> = System::ALL.iter().map(|x| x.key()).collect();
+                crate::ConfigError::new(format!("unknown queue {s:?}"))
+                    .key("--systems")
+                    .hint(format!("use {}", names.join(", ")))
+                    .into()
+            })
         })
         .collect::<Result<Vec<_>>>()?;
     let rhos = if a.rhos.is_empty() { crate::detection::RHOS.to_vec() } else { a.rhos.clone() };
@@ -794,7 +795,11 @@ fn cmd_stability_table(a: StabilityTableArgs) -> Result<()> {
             .hint("e.g. --seeds 20 --lengths 2000,20000 --rhos 0.9,1.05")
             .into());
     }
-    let cases = crate::detection::cases(&systems, &rhos, &a.lengths);
+    // The Poisson queues get the peaks too; the families steady loads.
+    let (queues, families): (Vec<System>, Vec<System>) =
+        systems.iter().partition(|s| matches!(s, System::MM1 | System::MD1 | System::W1));
+    let mut cases = crate::detection::cases(&queues, &rhos, &a.lengths);
+    cases.extend(crate::detection::family_cases(&families, &rhos, &a.lengths));
     let rows = crate::detection::table(&cases, a.seeds, &Catalog::builtin()?)?;
     let md = crate::detection::markdown(&rows);
     print!("{md}");

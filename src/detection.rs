@@ -45,6 +45,54 @@ const W1: &str = include_str!("../scenarios/w1-steady-state.toml");
 /// no longer at 24.0 (docs/stability.md).
 pub const W1_CAPACITY: f64 = 23.94;
 
+/// W1's engine with two classes of different priority (1:3), served by
+/// priority (vLLM's rule: the lower value first).
+const PRIORITY_CLASSES: &str = "\n[[workload.classes]]\nname = \"urgent\"\nweight = 1\npriority = 0\n\
+    [[workload.classes]]\nname = \"background\"\nweight = 3\npriority = 1\n";
+
+/// W1's model, engine and lengths on one prefill and one decode H100.
+const DISAGGREGATED: &str = r#"
+name = "detection-disaggregated"
+seed = 1
+num_requests = 20000
+warmup_s = 10
+[model]
+name = "llama-3.1-8b"
+dtype = "bf16"
+[hardware]
+router = "least-tokens"
+[[pools]]
+name = "prefill"
+role = "prefill"
+gpu = "h100-sxm"
+replicas = 1
+[[pools]]
+name = "decode"
+role = "decode"
+gpu = "h100-sxm"
+replicas = 1
+[disaggregation]
+kv_transfer_gbps = 50
+kv_transfer_latency_ms = 1
+[engine]
+preset = "legacy"
+max_num_seqs = 256
+max_num_batched_tokens = 8192
+chunked_prefill = true
+[workload]
+arrival = "poisson"
+rate = 20.0
+prompt_tokens = { dist = "fixed", value = 1024 }
+output_tokens = { dist = "fixed", value = 256 }
+"#;
+
+/// W1 scaled between one and two replicas on queue length.
+const AUTOSCALED: &str = "\n[fleet]\npolicy = \"queue\"\ntarget = 20\nmin_replicas = 1\nmax_replicas = 2\n";
+
+/// Seconds between the windows of the Azure code trace that successive
+/// seeds replay (the trace spans 3,436 s; replays loop).
+const TRACE_OFFSET_S: f64 = 397.0;
+
 /// A queue the table runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum System {
@@ -54,6 +102,35 @@ pub enum System {
     MD1,
     /// The W1 engine scenario.
     W1,
+    /// W1's engine under gamma arrivals (cv 4) with lognormal lengths (cv
+    /// 2.5 prompts, 2.0 outputs).
+    Bursty,
+    /// The Azure LLM inference code trace (inter-arrival CV ≈ 13) replayed
+    /// on Qwen2.5-7B and one H100 (`scenarios/code-completion.toml`),
+    /// scaled by `target_rate` and looped; each seed starts at another point.
+    AzureCode,
+    /// W1 with an urgent and a background class served by priority.
+    Priority,
+    /// W1's engine and lengths on a prefill and a decode H100.
+    Disaggregated,
+    /// W1 autoscaled between one and two replicas on queue length.
+    Autoscaled,
+}
+
+/// Requests per second each family completes when saturated: measured with
+/// `servesim run` at a load far above it over 10⁶ requests (10⁵ for the
+/// trace), completions over the measurement window, 2026-12-06.
+pub mod measured_capacity {
+    /// Gamma (cv 4) W1 with lognormal lengths: `--set workload.rate=80`.
+    pub const BURSTY: f64 = 17.88;
+    /// The Azure code trace on Qwen2.5-7B: `--set workload.trace.target_rate=200 --set workload.trace.loop=true`.
+    pub const AZURE_CODE: f64 = 11.33;
+    /// W1 with priority classes: as W1 (23.83 req/s over 10⁶ requests at 80 req/s).
+    pub const PRIORITY: f64 = 23.83;
+    /// One prefill and one decode H100.
+    pub const DISAGGREGATED: f64 = 47.25;
+    /// Two W1 replicas (the fleet's largest size).
+    pub const AUTOSCALED: f64 = 47.83;
 }
 
 impl System {
@@ -63,14 +140,55 @@ impl System {
             System::MM1 => "M/M/1",
             System::MD1 => "M/D/1",
             System::W1 => "W1 engine",
+            System::Bursty => "bursty W1",
+            System::AzureCode => "Azure code trace",
+            System::Priority => "W1, 2 priority classes",
+            System::Disaggregated => "disaggregated 1P+1D",
+            System::Autoscaled => "autoscaled 1-2 W1",
         }
     }
 
+    /// The `--systems` name.
+    pub fn key(self) -> &'static str {
+        match self {
+            System::MM1 => "mm1",
+            System::MD1 => "md1",
+            System::W1 => "w1",
+            System::Bursty => "bursty",
+            System::AzureCode => "azure-code",
+            System::Priority => "priority",
+            System::Disaggregated => "disaggregated",
+            System::Autoscaled => "autoscaled",
+        }
+    }
+
+    /// Every system, in table order.
+    pub const ALL: [System; 8] = [
+        System::MM1,
+        System::MD1,
+        System::W1,
+        System::Bursty,
+        System::AzureCode,
+        System::Priority,
+        System::Disaggregated,
+        System::Autoscaled,
+    ];
+
+    /// The families users run beyond the Poisson queues.
+    pub const FAMILIES: [System; 5] =
+        [System::Bursty, System::AzureCode, System::Priority, System::Disaggregated, System::Autoscaled];
+
     /// Requests per second at ρ = 1.
     fn capacity(self) -> f64 {
+        use measured_capacity as m;
         match self {
             System::MM1 | System::MD1 => 100.0,
             System::W1 => W1_CAPACITY,
+            System::Bursty => m::BURSTY,
+            System::AzureCode => m::AZURE_CODE,
+            System::Priority => m::PRIORITY,
+            System::Disaggregated => m::DISAGGREGATED,
+            System::Autoscaled => m::AUTOSCALED,
         }
     }
 
@@ -78,7 +196,39 @@ impl System {
         match self {
             System::MM1 => SINGLE_SERVER.replace("model = \"constant\"", "model = \"exponential\""),
             System::MD1 => SINGLE_SERVER.to_string(),
-            System::W1 => W1.to_string(),
+            System::W1 | System::Bursty => W1.to_string(),
+            System::AzureCode => include_str!("../scenarios/code-completion.toml").to_string(),
+            System::Priority => format!("{W1}{PRIORITY_CLASSES}"),
+            System::Disaggregated => DISAGGREGATED.to_string(),
+            System::Autoscaled => format!("{W1}{AUTOSCALED}"),
+        }
+    }
+
+    /// Where the scenario text is taken to live (relative files resolve from it).
+    fn path(self) -> std::path::PathBuf {
+        match self {
+            System::AzureCode => Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/code-completion.toml"),
+            _ => Path::new("detection.toml").to_path_buf(),
+        }
+    }
+
+    /// Overrides that set the load to `rate` req/s for `seed`.
+    fn load(self, rate: f64, seed: u64) -> Vec<String> {
+        match self {
+            System::AzureCode => vec![
+                format!("workload.trace.target_rate={rate}"),
+                "workload.trace.loop=true".into(),
+                format!("workload.trace.start_s={}", (seed - 1) as f64 * TRACE_OFFSET_S % 3400.0),
+            ],
+            System::Bursty => vec![
+                format!("workload.rate={rate}"),
+                "workload.arrival=\"gamma\"".into(),
+                "workload.cv=4".into(),
+                "workload.prompt_tokens={dist=\"lognormal\",mean=1024,cv=2.5}".into(),
+                "workload.output_tokens={dist=\"lognormal\",mean=256,cv=2.0}".into(),
+            ],
+            System::Priority => vec![format!("workload.rate={rate}"), "engine.queue_order=\"priority\"".into()],
+            _ => vec![format!("workload.rate={rate}")],
         }
     }
 }
@@ -164,12 +314,26 @@ pub fn cases(systems: &[System], rhos: &[f64], lengths: &[u64]) -> Vec<Case> {
     out
 }
 
+/// The families' cases: steady loads only (a trace's own swings stand in
+/// for the peaks), at every ρ and length.
+pub fn family_cases(systems: &[System], rhos: &[f64], lengths: &[u64]) -> Vec<Case> {
+    let mut out = Vec::new();
+    for &system in systems {
+        for &requests in lengths {
+            for &r in rhos {
+                out.push(Case { system, load: Load::Steady(r), requests });
+            }
+        }
+    }
+    out
+}
+
 /// The verdict of one run of `case` with `seed`.
 pub fn verdict(case: &Case, seed: u64, catalog: &Catalog) -> Result<String> {
     let cap = case.system.capacity();
     let mut sets = vec![format!("num_requests={}", case.requests), format!("seed={seed}")];
     match case.load {
-        Load::Steady(r) => sets.push(format!("workload.rate={}", r * cap)),
+        Load::Steady(r) => sets.extend(case.system.load(r * cap, seed)),
         Load::Peak { mean, swing } => {
             let rate = mean * cap;
             let period = case.requests as f64 / rate;
@@ -182,7 +346,7 @@ pub fn verdict(case: &Case, seed: u64, catalog: &Catalog) -> Result<String> {
             ));
         }
     }
-    let loaded = load_scenario_str(&case.system.text(), Path::new("detection.toml"), &sets)?;
+    let loaded = load_scenario_str(&case.system.text(), &case.system.path(), &sets)?;
     let setup = resolve(&loaded.scenario, catalog)?;
     Ok(run_lean(&setup, seed).summary.stability.verdict)
 }

@@ -46,3 +46,58 @@ fn detection_table_meets_its_targets() {
     }
     assert!(problems.is_empty(), "detection table misses its targets:\n  {}", problems.join("\n  "));
 }
+
+/// The families users run beyond Poisson queues (docs/stability.md, "Beyond
+/// Poisson"): bursty gamma traffic with heavy-tailed lengths, the Azure code
+/// trace, two priority classes, disaggregated pools and an autoscaled
+/// fleet, each at loads relative to its measured saturation throughput. The
+/// same targets as the Poisson table, except the gaps docs/stability.md
+/// lists, which stay visible here so that a fix shows and a regression fails.
+#[test]
+fn detection_families_meet_their_targets() {
+    use servesim::detection::family_cases;
+    let catalog = Catalog::builtin().unwrap();
+    let cases = family_cases(&System::FAMILIES, &[0.8, 0.9, 1.05, 1.2], &[20000]);
+    let rows = table(&cases, 6, &catalog).unwrap();
+    // Documented gaps (docs/stability.md): (family, target) pairs not met yet.
+    let gap = |s: System, target: &str| {
+        matches!(
+            (s, target),
+            // Bursts leave a realised load below capacity in some seeds: "stable" at ρ 1.05.
+            (System::Bursty, "no stable") | (System::Bursty, "overloaded")
+                // A trace with inter-arrival CV 13 cannot certify 20,000 requests either way.
+                | (System::AzureCode, "stable") | (System::AzureCode, "overloaded")
+                // The fleet starts at one replica: the first scale-up's lag is a real overload window.
+                | (System::Autoscaled, "no overloaded") | (System::Autoscaled, "stable")
+        )
+    };
+    let mut problems = Vec::new();
+    for r in &rows {
+        let Load::Steady(x) = r.case.load else { continue };
+        let s = r.case.system;
+        let label = format!("{} at ρ {x} with {} requests", s.name(), r.case.requests);
+        if x <= 0.9 && r.overloaded > 0 && !gap(s, "no overloaded") {
+            problems.push(format!("{label}: {} of {} runs called overloaded", r.overloaded, r.runs));
+        }
+        if x >= 1.05 && r.stable > 0 && !gap(s, "no stable") {
+            problems.push(format!("{label}: {} of {} runs called stable", r.stable, r.runs));
+        }
+        if x >= 1.2 && r.overloaded < r.runs && !gap(s, "overloaded") {
+            problems.push(format!("{label}: only {} of {} runs called overloaded", r.overloaded, r.runs));
+        }
+        if x <= 0.8 && r.stable < r.runs && !gap(s, "stable") {
+            problems.push(format!("{label}: only {} of {} runs called stable", r.stable, r.runs));
+        }
+        // Whatever the gaps: never "overloaded" at ρ 0.8 on a steady stream
+        // without a fleet, and never "stable" at ρ 1.2.
+        if x <= 0.8 && r.overloaded > 0 && s != System::Autoscaled {
+            problems.push(format!("{label}: {} of {} runs called overloaded", r.overloaded, r.runs));
+        }
+        // (A trace's ρ is nominal: a 20,000-request window of the looped
+        // trace can run far below the trace's mean rate.)
+        if x >= 1.2 && r.stable > 0 && s != System::AzureCode {
+            problems.push(format!("{label}: {} of {} runs called stable", r.stable, r.runs));
+        }
+    }
+    assert!(problems.is_empty(), "detection families miss their targets:\n  {}", problems.join("\n  "));
+}
