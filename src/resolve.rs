@@ -294,6 +294,7 @@ fn resolve_pool(
             (e.kv_offload_disk_gb * catalog::GIB / block_bytes).floor() as u64,
         ],
         offload_block_time: [block_bytes / (e.kv_offload_cpu_gbps * 1e9), block_bytes / (e.kv_offload_disk_gbps * 1e9)],
+        offload_connector: e.kv_offload_connector,
         admission: e.admission,
         victim: e.preempt_victim,
         preempted_to_back: e.preempted_to == config::QueueEnd::Back,

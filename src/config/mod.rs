@@ -510,9 +510,9 @@ pub struct EngineConfig {
     /// `preemption = "swap"`: host-to-GPU copy bandwidth per GPU, GB/s
     /// (PCIe Gen4 x16 ≈ 25 in practice, Gen5 ≈ 50).
     pub swap_bandwidth_gbps: f64,
-    /// KV offload tier in host memory: prefix-cache blocks the GPU evicts
-    /// move here and are loaded back instead of recomputed, GiB per GPU
-    /// (0: none). Needs `prefix_caching`.
+    /// KV offload tier in host memory: copies of the prefix blocks computed
+    /// on the GPU, loaded back instead of recomputed, GiB per GPU (0: none).
+    /// Needs `prefix_caching`.
     pub kv_offload_cpu_gb: f64,
     /// Host-to-GPU bandwidth of the host tier, per GPU, GB/s.
     pub kv_offload_cpu_gbps: f64,
@@ -520,6 +520,12 @@ pub struct EngineConfig {
     pub kv_offload_disk_gb: f64,
     /// Disk-to-GPU bandwidth of the disk tier, per GPU, GB/s.
     pub kv_offload_disk_gbps: f64,
+    /// Which KV connector runs the tiers (docs/kv-offload.md): `lmcache`
+    /// (stores each computed prompt chunk synchronously after the forward
+    /// pass, loads synchronously before it; host and disk tiers) or `vllm`
+    /// (vLLM's OffloadingConnector: copies asynchronously, parks a request
+    /// while its blocks load; host tier only).
+    pub kv_offload_connector: OffloadConnector,
     /// How the KV-cache budget is computed (docs/engines.md): `legacy`
     /// (servesim before Step 5), or as `vllm`, `sglang` or `trtllm` compute it.
     pub memory_plan: MemoryPlanKind,
@@ -599,6 +605,31 @@ pub enum KvCacheDtype {
     Fp8,
     /// FP8 when the weights are FP8, else BF16 (TensorRT-LLM).
     Fp8WithFp8Weights,
+}
+
+/// The software that moves KV blocks between GPU memory and the offload tiers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum OffloadConnector {
+    /// LMCache 0.3: every computed prompt chunk is stored right after the
+    /// forward pass, which waits for it; loads finish before the forward
+    /// pass; host memory and local disk (written through).
+    #[default]
+    Lmcache,
+    /// vLLM 0.11's OffloadingConnector: every full block is copied to host
+    /// memory asynchronously after its step; a request whose blocks are
+    /// loaded is parked until they arrive; no disk tier.
+    Vllm,
+}
+
+impl OffloadConnector {
+    /// The scenario name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OffloadConnector::Lmcache => "lmcache",
+            OffloadConnector::Vllm => "vllm",
+        }
+    }
 }
 
 /// What a waiting request must find free in the KV cache to be admitted.
@@ -762,6 +793,7 @@ impl Default for EngineConfig {
             kv_offload_cpu_gbps: 25.0,
             kv_offload_disk_gb: 0.0,
             kv_offload_disk_gbps: 5.0,
+            kv_offload_connector: OffloadConnector::Lmcache,
             frontend_workers: 0,
             memory_plan: MemoryPlanKind::Legacy,
             mem_fraction_static: None,

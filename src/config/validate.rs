@@ -280,6 +280,13 @@ impl Scenario {
                 "set engine.prefix_caching = true, or the offload sizes to 0",
             );
         }
+        if e.kv_offload_connector == super::OffloadConnector::Vllm && e.kv_offload_disk_gb > 0.0 {
+            return fail(
+                "engine.kv_offload_disk_gb",
+                "vLLM's OffloadingConnector has no disk tier (vLLM 0.11 offloads to host memory only)",
+                "set engine.kv_offload_connector = \"lmcache\" for a disk tier, or kv_offload_disk_gb = 0",
+            );
+        }
         positive("engine.swap_bandwidth_gbps", e.swap_bandwidth_gbps)?;
         if let Some(sp) = &e.speculative {
             speculative(sp, self.cost.model)?;

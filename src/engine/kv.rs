@@ -62,7 +62,7 @@ impl KvBlocks {
     /// The blocks of an engine (with its offload tiers, if any).
     pub(super) fn with_offload(p: &super::EngineParams) -> Self {
         let mut kv = KvBlocks::new(p.num_blocks, p.block_size, p.prefix_caching);
-        kv.offload = Offload::new(p.offload_blocks, p.offload_block_time);
+        kv.offload = Offload::new(p.offload_blocks, p.offload_block_time, p.offload_connector);
         kv
     }
 
@@ -93,12 +93,8 @@ impl KvBlocks {
         if self.cache.evictable > 0 {
             let truly_free = self.free - self.cache.evictable;
             if n > truly_free {
-                let off = &mut self.offload;
-                self.cache.evict(n - truly_free, |id| {
-                    if let Some(o) = off.as_mut() {
-                        o.store(id);
-                    }
-                });
+                // The tiers already hold copies of what they keep (stored when computed).
+                self.cache.evict(n - truly_free, |_| {});
             }
         }
         self.free -= n;
@@ -235,6 +231,10 @@ impl KvBlocks {
             if !self.cache.insert_used(id) {
                 break;
             }
+            // Computed here: the connector stores a copy in the tiers.
+            if let Some(o) = self.offload.as_mut() {
+                o.store(id);
+            }
             shared += 1;
         }
         shared
@@ -256,6 +256,11 @@ impl KvBlocks {
         for j in (shared..full).rev() {
             let id = self.block_id(req, r, j);
             self.cache.insert_unused(id);
+            // vLLM's connector copied every full block after its step, the
+            // output's too (LMCache saves no decode blocks by default).
+            if let Some(o) = self.offload.as_mut().filter(|o| o.stores_decode()) {
+                o.store(id);
+            }
         }
         for j in (0..shared).rev() {
             let id = self.block_id(req, r, j);

@@ -142,6 +142,8 @@ pub struct EngineParams {
     pub offload_blocks: [u64; 2],
     /// Time to load one block from each tier into GPU memory, s.
     pub offload_block_time: [f64; 2],
+    /// The connector that runs the tiers.
+    pub offload_connector: crate::config::OffloadConnector,
     /// `admission = "reserve"`: (starting, floor) fraction of the running
     /// requests' remaining output reserved, and its fall per decode step.
     pub new_token_ratio: (f64, f64, f64),
@@ -1147,8 +1149,9 @@ impl<C: StepCostModel> Replica<C> {
                 self.stats.swapped_blocks += blocks;
             }
             if let Some(o) = self.kv.offload.as_mut() {
-                // Prefix blocks loaded back from the offload tiers, copied like swap-ins.
-                let t = o.take_step();
+                // Prefix blocks loaded back from the offload tiers (and, with
+                // LMCache, the previous step's stores), as far as the step waits for them.
+                let t = o.take_step(self.step.cost.time);
                 self.step.cost.time += t;
                 self.step.swap_time += t;
             }
@@ -1627,6 +1630,7 @@ impl<C: StepCostModel> Replica<C> {
             }
             a.dropped_blocks += b.dropped_blocks;
             a.load_time += b.load_time;
+            a.store_time += b.store_time;
         }
     }
 

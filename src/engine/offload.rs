@@ -1,10 +1,19 @@
-//! KV offload tiers below GPU memory (host memory, then local disk), in the
-//! manner of LMCache and vLLM's KV-connector offloading: a prefix block the
-//! GPU cache evicts moves down to the first tier instead of vanishing, a
-//! tier's least recently used block moves down to the next (or is dropped
-//! from the last), and a request whose prefix continues in a tier loads
-//! those blocks back at the tier's bandwidth instead of computing them.
-//! Tiers are inclusive caches: a block loaded back stays in its tier.
+//! KV offload tiers below GPU memory (host memory, then local disk), as the
+//! KV connectors that run them work:
+//!
+//! - **Stored when computed.** A prompt block joins the tiers as soon as it is
+//!   computed (vLLM's OffloadingConnector copies every full block after its
+//!   step; LMCache stores every computed chunk after the forward pass), not
+//!   when the GPU cache evicts it. The tiers hold *copies* of what the GPU
+//!   holds: a tier of the GPU cache's size adds nothing. Each tier is an
+//!   inclusive LRU cache; LMCache writes the disk tier through (a block goes
+//!   to both), and its least recently used blocks fall off.
+//! - **What the step waits for.** LMCache's store is synchronous: the next
+//!   step starts after the copies (host bandwidth); its loads finish before
+//!   the forward pass. vLLM copies asynchronously on a side stream (the step
+//!   does not wait), and parks a request while its blocks load: servesim
+//!   schedules the request in the same step and charges only the load time
+//!   that step's own compute does not hide (docs/kv-offload.md, "Limits").
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -51,48 +60,82 @@ impl Tier {
 pub struct OffloadStats {
     /// Blocks loaded back into GPU memory, per tier.
     pub loaded_blocks: [u64; 2],
-    /// Blocks written to each tier (the GPU's evictions, then the first tier's).
+    /// Blocks written to each tier (computed blocks not held yet).
     pub stored_blocks: [u64; 2],
-    /// Blocks dropped from the last tier.
+    /// Blocks that fell off a tier (least recently used) and are held by no tier below.
     pub dropped_blocks: u64,
     /// Time the loads added to steps, s.
     pub load_time: f64,
+    /// Time the stores added to steps (LMCache's synchronous store), s.
+    pub store_time: f64,
 }
 
 /// The tiers of one replica.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Offload {
     tiers: [Tier; 2],
+    connector: crate::config::OffloadConnector,
     /// Load time of the step being planned, s.
     step: f64,
+    /// Store time the next step waits for (LMCache), s.
+    pending_store: f64,
     pub(super) stats: OffloadStats,
 }
 
 impl Offload {
-    /// Tiers of `blocks[i]` blocks, each loaded in `block_time[i]` seconds;
-    /// None when both are empty (then nothing changes anywhere).
-    pub(super) fn new(blocks: [u64; 2], block_time: [f64; 2]) -> Option<Box<Self>> {
+    /// Tiers of `blocks[i]` blocks, each copied in `block_time[i]` seconds,
+    /// run by `connector`; None when both are empty (then nothing changes anywhere).
+    pub(super) fn new(
+        blocks: [u64; 2],
+        block_time: [f64; 2],
+        connector: crate::config::OffloadConnector,
+    ) -> Option<Box<Self>> {
         if blocks == [0, 0] {
             return None;
         }
         let tier = |i: usize| Tier { capacity: blocks[i], block_time: block_time[i], ..Tier::default() };
-        Some(Box::new(Offload { tiers: [tier(0), tier(1)], step: 0.0, stats: OffloadStats::default() }))
+        Some(Box::new(Offload {
+            tiers: [tier(0), tier(1)],
+            connector,
+            step: 0.0,
+            pending_store: 0.0,
+            stats: OffloadStats::default(),
+        }))
     }
 
-    /// A block evicted from GPU memory moves down.
+    /// A block just computed on the GPU: stored in every tier that does not
+    /// hold it yet (write-through), refreshed in those that do. LMCache's
+    /// copy to host memory is waited for by the next step.
     pub(super) fn store(&mut self, id: u64) {
-        let mut id = Some(id);
-        for (i, t) in self.tiers.iter_mut().enumerate() {
-            let Some(b) = id else { return };
+        for i in 0..2 {
+            let t = &mut self.tiers[i];
             if t.capacity == 0 {
                 continue;
             }
+            if t.map.contains_key(&id) {
+                t.touch(id);
+                continue;
+            }
             self.stats.stored_blocks[i] += 1;
-            id = t.put(b);
+            if i == 0 && self.connector == crate::config::OffloadConnector::Lmcache {
+                self.pending_store += t.block_time;
+            }
+            if let Some(out) = t.put(id) {
+                // Fell off this tier: dropped when no tier holds it any more
+                // (a tier written later in this loop is checked as it stands).
+                if !self.tiers.iter().any(|b| b.map.contains_key(&out)) {
+                    self.stats.dropped_blocks += 1;
+                }
+            }
         }
-        if id.is_some() {
-            self.stats.dropped_blocks += 1;
-        }
+    }
+
+    /// Whether the connector also stores the blocks a request generated
+    /// (vLLM's OffloadingConnector: every full block; LMCache 0.3:
+    /// `save_decode_cache` off by default).
+    #[inline]
+    pub(super) fn stores_decode(&self) -> bool {
+        self.connector == crate::config::OffloadConnector::Vllm
     }
 
     /// The tier holding `id`, if any.
@@ -111,11 +154,19 @@ impl Offload {
         }
     }
 
-    /// The load time of the step being planned (the count starts again).
-    pub(super) fn take_step(&mut self) -> f64 {
-        let t = std::mem::take(&mut self.step);
-        self.stats.load_time += t;
-        t
+    /// The time a step whose own work takes `compute` seconds waits for the
+    /// tiers (the count starts again): LMCache, its loads and the previous
+    /// step's stores; vLLM, the part of its loads that outlasts the step.
+    pub(super) fn take_step(&mut self, compute: f64) -> f64 {
+        let load = std::mem::take(&mut self.step);
+        let store = std::mem::take(&mut self.pending_store);
+        let (load, store) = match self.connector {
+            crate::config::OffloadConnector::Lmcache => (load, store),
+            crate::config::OffloadConnector::Vllm => ((load - compute).max(0.0), 0.0),
+        };
+        self.stats.load_time += load;
+        self.stats.store_time += store;
+        load + store
     }
 }
 
@@ -124,19 +175,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn evicted_blocks_move_down_and_fall_off_the_last_tier() {
-        let mut o = Offload::new([2, 1], [1.0, 10.0]).unwrap();
+    fn computed_blocks_are_stored_in_every_tier_and_fall_off_least_recent_first() {
+        use crate::config::OffloadConnector;
+        let mut o = Offload::new([2, 3], [1.0, 10.0], OffloadConnector::Lmcache).unwrap();
         for id in 1..=4 {
             o.store(id);
         }
-        // Tier 0 holds the two newest, tier 1 the one pushed out last; 1 fell off.
+        // Host holds the two newest, disk (written through) the three newest; 1 is dropped.
         assert_eq!((o.find(4), o.find(3), o.find(2), o.find(1)), (Some(0), Some(0), Some(1), None));
+        assert_eq!(o.stats.stored_blocks, [4, 4]);
         assert_eq!(o.stats.dropped_blocks, 1);
+        // Storing a block a tier holds costs nothing.
+        o.store(4);
+        assert_eq!(o.stats.stored_blocks, [4, 4]);
+        // LMCache: the next step waits for four host copies and its loads.
         o.load(2);
         o.load(3);
-        assert_eq!(o.take_step(), 11.0);
-        assert_eq!(o.take_step(), 0.0);
+        assert_eq!(o.take_step(100.0), 4.0 + 11.0);
+        assert_eq!(o.take_step(100.0), 0.0);
         assert_eq!(o.stats.loaded_blocks, [1, 1]);
-        assert!(Offload::new([0, 0], [1.0, 1.0]).is_none());
+        assert!(Offload::new([0, 0], [1.0, 1.0], OffloadConnector::Lmcache).is_none());
+    }
+
+    #[test]
+    fn vllm_copies_in_the_background_and_hides_loads_under_the_step() {
+        use crate::config::OffloadConnector;
+        let mut o = Offload::new([4, 0], [1.0, 0.0], OffloadConnector::Vllm).unwrap();
+        for id in 1..=3 {
+            o.store(id);
+        }
+        for id in 1..=3 {
+            o.load(id);
+        }
+        // Stores are free; 3 s of loads under a 2 s step cost 1 s.
+        assert_eq!(o.take_step(2.0), 1.0);
+        assert_eq!(o.stats.store_time, 0.0);
     }
 }

@@ -147,8 +147,8 @@ fn prefix_sharing(setup: &crate::Setup, prefix_caching: bool) -> Option<String> 
     ))
 }
 
-/// KV offload tiers (host memory, then disk) holding the prefix blocks the
-/// GPU evicted (`engine.kv_offload_*`; docs/kv-offload.md).
+/// KV offload tiers (host memory, then disk) holding copies of the prefix
+/// blocks computed on the GPU (`engine.kv_offload_*`; docs/kv-offload.md).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct OffloadSummary {
     /// Host tier per GPU, GiB (0: none).
@@ -171,6 +171,11 @@ pub struct OffloadSummary {
     pub dropped_blocks: u64,
     /// Time the loads added to engine steps, all replicas, s.
     pub load_time_s: f64,
+    /// The connector running the tiers: `lmcache` or `vllm`.
+    pub connector: String,
+    /// Time the stores added to engine steps (LMCache waits for its copies
+    /// to host memory; vLLM copies in the background: 0), all replicas, s.
+    pub store_time_s: f64,
 }
 
 /// One pool of replicas, as it ran.
@@ -429,6 +434,8 @@ fn offload_summary(setup: &crate::Setup, stats: &[crate::engine::ReplicaStats]) 
         stored_blocks: sum2(&|o| o.stored_blocks),
         dropped_blocks: stats.iter().map(|r| r.offload.dropped_blocks).sum(),
         load_time_s: stats.iter().map(|r| r.offload.load_time).sum(),
+        connector: e.kv_offload_connector.as_str().into(),
+        store_time_s: stats.iter().map(|r| r.offload.store_time).sum(),
     })
 }
 
