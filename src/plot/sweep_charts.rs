@@ -227,11 +227,9 @@ pub fn hockey_figure(title: &str, points: &[SweepPoint], ttft_slo: Option<f64>) 
 mod tests {
     use super::*;
 
-    /// A point that is not a stable service never sets the knee, whatever
-    /// its latency: shedding keeps p99 TTFT low by refusing requests.
-    #[test]
-    fn flagged_points_are_kept_off_the_knee() {
-        let p = |rate: f64, ttft: f64, flag: Option<Flag>| SweepPoint {
+    /// A point of one family at `rate` with p99 TTFT `ttft`.
+    fn p(rate: f64, ttft: f64, flag: Option<Flag>) -> SweepPoint {
+        SweepPoint {
             family: String::new(),
             rate: Some(rate),
             output_throughput: rate * 100.0,
@@ -241,7 +239,13 @@ mod tests {
             tpot_p50: 10.0,
             tpot_p99: 20.0,
             flag,
-        };
+        }
+    }
+
+    /// A point that is not a stable service never sets the knee, whatever
+    /// its latency: shedding keeps p99 TTFT low by refusing requests.
+    #[test]
+    fn flagged_points_are_kept_off_the_knee() {
         let pts = [
             p(10.0, 100.0, None),
             p(20.0, 200.0, None),
@@ -257,18 +261,7 @@ mod tests {
     /// the knee).
     #[test]
     fn a_knee_at_the_last_grid_point_is_no_knee() {
-        let p = |rate: f64, ttft: f64| SweepPoint {
-            family: String::new(),
-            rate: Some(rate),
-            output_throughput: rate * 100.0,
-            output_throughput_per_gpu: rate * 100.0,
-            ttft_p50: ttft / 2.0,
-            ttft_p99: ttft,
-            tpot_p50: 10.0,
-            tpot_p99: 20.0,
-            flag: None,
-        };
-        let k = knees(&[p(10.0, 100.0), p(20.0, 150.0), p(30.0, 200.0)], 500.0)[""];
+        let k = knees(&[p(10.0, 100.0, None), p(20.0, 150.0, None), p(30.0, 200.0, None)], 500.0)[""];
         assert_eq!(k, Knee { rate: 30.0, inside: false });
         assert!(k.label("all points").contains("no knee inside the grid"), "{}", k.label("all points"));
         assert!(!k.label("all points").contains("knee all points"));
