@@ -154,8 +154,6 @@ pub struct Fleet {
     ready_since: Vec<f64>,
     /// Per slot: failed since.
     failed_since: Vec<f64>,
-    /// When slot i began starting or its repair (NaN while neither).
-    down_since: Vec<f64>,
     /// Per slot: busy time at the last policy look.
     busy_mark: Vec<f64>,
     /// Per slot: its failure stream.
@@ -223,7 +221,6 @@ impl Fleet {
             since,
             ready_since: vec![0.0; slots],
             failed_since: vec![f64::NAN; slots],
-            down_since: vec![f64::NAN; slots],
             busy_mark: vec![0.0; slots],
             rngs: (0..slots)
                 .map(|i| Pcg64Mcg::seed_from_u64(crate::rng::Stream::Failures(i as u32).seed(seed)))
@@ -333,14 +330,18 @@ impl Fleet {
         self.since[i] = f64::NAN;
     }
 
-    /// Ends slot `i`'s start or repair at `now`: its time inside the window
-    /// counts as down (loaded-idle power).
+    /// Ends slot `i`'s start or repair at `now` (nothing when it is in
+    /// neither): its time inside the window counts as down (loaded-idle power).
     fn end_down(&mut self, i: usize, now: f64) {
-        let from = self.down_since[i].max(self.window_start);
+        let since = match self.state[i] {
+            SlotState::Starting => self.since[i],
+            SlotState::Failed => self.failed_since[i],
+            _ => return,
+        };
+        let from = since.max(self.window_start);
         if now > from {
             self.out.slot_down_s[i] += now - from;
         }
-        self.down_since[i] = f64::NAN;
     }
 
     fn bill_warm(&mut self, now: f64) {
@@ -519,7 +520,6 @@ impl Fleet {
                 };
                 self.state[i] = SlotState::Starting;
                 self.since[i] = now;
-                self.down_since[i] = now;
                 self.out.scale_ups += 1;
                 acts.push(Action::Start(i, ready_at));
             }
@@ -577,9 +577,7 @@ impl Fleet {
 
     /// A draining slot has emptied: it turns off.
     pub fn turn_off(&mut self, i: usize, now: f64) {
-        if !self.down_since[i].is_nan() {
-            self.end_down(i, now);
-        }
+        self.end_down(i, now);
         self.bill(i, now);
         self.state[i] = SlotState::Off;
         self.life[i] = self.life[i].wrapping_add(1);
@@ -602,7 +600,6 @@ impl Fleet {
         }
         self.state[i] = SlotState::Failed;
         self.failed_since[i] = now;
-        self.down_since[i] = now;
         self.sample(now);
         Some(now + repair_s)
     }
@@ -613,9 +610,7 @@ impl Fleet {
             if self.state[i] == SlotState::Failed {
                 self.out.downtime_s += (end - self.failed_since[i]).max(0.0);
             }
-            if !self.down_since[i].is_nan() {
-                self.end_down(i, end);
-            }
+            self.end_down(i, end);
             if self.state[i] != SlotState::Off {
                 self.bill(i, end);
             }

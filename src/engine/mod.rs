@@ -587,7 +587,6 @@ impl<C: StepCostModel> Replica<C> {
         best.2
     }
 
-    /// Remaining output tokens of the running requests (`admission = "reserve"`).
     /// The output limit an engine that reserves plans for request `r`: its
     /// client's `max_tokens` (never below the output it will produce).
     #[inline]
@@ -599,9 +598,18 @@ impl<C: StepCostModel> Replica<C> {
         }
     }
 
-    /// Running requests' remaining output as SGLang's admission counts it:
-    /// each request's `max_tokens` left, beyond its real output clipped at
-    /// 4,096 tokens ([`Replica::output_limit`]).
+    /// Output tokens SGLang's admission reserves for waiting request `r`:
+    /// its `max_tokens` left, clipped at 4,096 (`CLIP_MAX_NEW_TOKENS`).
+    #[inline]
+    fn sglang_new_tokens(&self, r: &RequestRecord) -> u64 {
+        let limit = self.output_limit(r);
+        (limit - r.generated.min(limit)).min(SGLANG_CLIP_NEW_TOKENS) as u64
+    }
+
+    /// Remaining output tokens of the running requests as SGLang's admission
+    /// counts them (`admission = "reserve"`): each request's `max_tokens`
+    /// left, the part beyond its real output clipped at 4,096 tokens
+    /// ([`Replica::output_limit`]).
     fn running_remaining(&self) -> u64 {
         let dec = self.decode.remaining_output();
         let pre: u64 = self
@@ -853,8 +861,7 @@ impl<C: StepCostModel> Replica<C> {
             // SGLang: prompt and (clipped) output must fit beside the running
             // requests' expected needs and this step's earlier admissions.
             Admission::Reserve => {
-                let limit = self.output_limit(r);
-                let out = (limit - r.generated.min(limit)).min(SGLANG_CLIP_NEW_TOKENS) as u64;
+                let out = self.sglang_new_tokens(r);
                 let running = (self.ratio * self.running_remaining() as f64 / bs as f64).ceil() as u64;
                 let rest = (prompt_blocks + blocks_for(out, bs)).saturating_sub(need_chunk);
                 (need_chunk, 0, rest + running + self.step_promised)
@@ -870,9 +877,7 @@ impl<C: StepCostModel> Replica<C> {
             return false;
         }
         if self.p.admission == Admission::Reserve {
-            let limit = self.output_limit(r);
-            let out = (limit - r.generated.min(limit)).min(SGLANG_CLIP_NEW_TOKENS) as u64;
-            self.step_promised += blocks_for(out, bs);
+            self.step_promised += blocks_for(self.sglang_new_tokens(r), bs);
         }
         self.touch(now);
         if at == 0 {
@@ -1623,14 +1628,7 @@ impl<C: StepCostModel> Replica<C> {
     /// Adds the offload tiers' activity to the statistics (they are emptied after).
     fn close_offload(&mut self) {
         if let Some(o) = self.kv.offload.as_ref() {
-            let (a, b) = (&mut self.stats.offload, o.stats);
-            for i in 0..2 {
-                a.loaded_blocks[i] += b.loaded_blocks[i];
-                a.stored_blocks[i] += b.stored_blocks[i];
-            }
-            a.dropped_blocks += b.dropped_blocks;
-            a.load_time += b.load_time;
-            a.store_time += b.store_time;
+            self.stats.offload.add(&o.stats);
         }
     }
 

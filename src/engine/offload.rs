@@ -70,6 +70,19 @@ pub struct OffloadStats {
     pub store_time: f64,
 }
 
+impl OffloadStats {
+    /// Adds `o`'s activity to this.
+    pub(super) fn add(&mut self, o: &OffloadStats) {
+        for i in 0..2 {
+            self.loaded_blocks[i] += o.loaded_blocks[i];
+            self.stored_blocks[i] += o.stored_blocks[i];
+        }
+        self.dropped_blocks += o.dropped_blocks;
+        self.load_time += o.load_time;
+        self.store_time += o.store_time;
+    }
+}
+
 /// The tiers of one replica.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Offload {

@@ -588,11 +588,7 @@ pub fn explain(
 /// `[slo]` (as `capacity` and `plan` judge it): the binding objective and
 /// its headroom. None without objectives, or when one is missed.
 fn all_met(rep: &crate::Report) -> Option<String> {
-    let s = &rep.setup.scenario;
-    let slo = s
-        .slo
-        .clone()
-        .or_else(|| s.workload.classes.iter().any(|c| c.slo.is_some()).then(crate::config::SloConfig::default))?;
+    let slo = crate::plan::slo_of(&rep.setup.scenario).ok()?;
     let v = crate::plan::judge(&rep.summary, &slo);
     (v.meets && !v.binding.is_empty()).then(|| {
         format!(

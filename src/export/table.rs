@@ -473,8 +473,7 @@ pub fn format_sweep(m: &crate::sweep::SweepManifest, points: &[crate::sweep::Poi
                 let _ = write!(o, "{:>14} ", "");
             }
             for (_, name) in cols {
-                let d = p.vs_baseline.iter().find(|m| m.0 == name).map_or(f64::NAN, |m| m.1.mean);
-                let x = (p.get(name) - d) * if name == "slo.attainment" { 100.0 } else { 1.0 };
+                let x = p.baseline_mean(name) * if name == "slo.attainment" { 100.0 } else { 1.0 };
                 let _ = write!(o, "{:>10} ", num(x, if x.abs() >= 100.0 { 0 } else { 2 }));
             }
             let _ = writeln!(o, " ↳ its baseline");

@@ -200,8 +200,12 @@ fn confirm(
         let over = longer(loaded, &knob.set(x), CONFIRM_FACTOR, sim_time_s)?;
         let s = simulate(loaded, catalog, &over, seed)?;
         let v = judge(&s, slo);
-        let reason = if v.meets { format!("{} {:.0}% headroom", v.binding, v.headroom * 100.0) } else { v.reason };
-        c.steps.push(ConfirmStep { value: x, measured_requests: s.metrics.measured_requests, meets: v.meets, reason });
+        c.steps.push(ConfirmStep {
+            value: x,
+            measured_requests: s.metrics.measured_requests,
+            meets: v.meets,
+            reason: v.outcome(),
+        });
         if v.meets {
             c.value = Some(x);
             break;

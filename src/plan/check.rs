@@ -109,12 +109,11 @@ pub(super) fn check(
     rate: f64,
 ) -> Result<Option<PlanCheck>> {
     let Some(n) = w.replicas else { return Ok(None) };
+    // Sized static, as the search sized it; the fleet's policy is weighed apart.
     let fleet = || if runs.loaded.scenario.fleet.is_some() { static_fleet() } else { Vec::new() };
-    let with = |k: u32, extra: Vec<(String, toml::Value)>| {
-        let mut o = runs.over.to_vec();
-        o.push(("hardware.replicas".into(), toml::Value::Integer(k as i64)));
-        o.extend(fleet().into_iter().map(|(k, v)| (k.to_string(), v)));
-        o.extend(extra);
+    let with = |k: u32, load: Vec<(String, toml::Value)>| {
+        let mut o = runs.overrides(k, fleet());
+        o.extend(load);
         o
     };
     let long: Vec<Result<ReplicaRun>> = (n..=n + EXTRA)
@@ -123,8 +122,12 @@ pub(super) fn check(
             let over = longer(runs.loaded, &with(k, Vec::new()), CONFIRM_FACTOR, w.sim_time_s)?;
             let s = simulate(runs.loaded, runs.catalog, &over, runs.seed)?;
             let v = judge(&s, runs.slo);
-            let reason = if v.meets { format!("{} {:.0}% headroom", v.binding, v.headroom * 100.0) } else { v.reason };
-            Ok(ReplicaRun { replicas: k, measured_requests: s.metrics.measured_requests, meets: v.meets, reason })
+            Ok(ReplicaRun {
+                replicas: k,
+                measured_requests: s.metrics.measured_requests,
+                meets: v.meets,
+                reason: v.outcome(),
+            })
         })
         .collect();
     let long: Vec<ReplicaRun> = long.into_iter().collect::<Result<_>>()?;

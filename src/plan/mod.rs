@@ -45,6 +45,17 @@ pub struct Verdict {
     pub reason: String,
 }
 
+impl Verdict {
+    /// Why the run fails, or its binding objective and headroom when it meets the SLOs.
+    pub fn outcome(&self) -> String {
+        if self.meets {
+            format!("{} {:.0}% headroom", self.binding, self.headroom * 100.0)
+        } else {
+            self.reason.clone()
+        }
+    }
+}
+
 /// Judges one run's summary against the scenario's SLOs: with request
 /// classes, each class against its own objectives (the binding one is the
 /// class closest to, or furthest past, its limit); `slo` gives the rule
@@ -143,7 +154,7 @@ pub fn above(value: f64, limit: f64) -> String {
     format!("{value:.3}")
 }
 
-fn slo_of(s: &Scenario) -> Result<SloConfig> {
+pub(crate) fn slo_of(s: &Scenario) -> Result<SloConfig> {
     if s.slo.is_none() && s.workload.classes.iter().any(|c| c.slo.is_some()) {
         // Classes carry the objectives; the rule is the default (p99).
         return Ok(SloConfig::default());
@@ -620,12 +631,17 @@ struct WinnerRuns<'a> {
 }
 
 impl WinnerRuns<'_> {
-    /// The winner with `n` replicas and the `[fleet]` overrides `fleet`.
-    fn run(&self, n: u32, fleet: Vec<(&str, toml::Value)>) -> Result<Summary> {
+    /// The overrides of the winner with `n` replicas and the `[fleet]` overrides `fleet`.
+    fn overrides(&self, n: u32, fleet: Vec<(&str, toml::Value)>) -> Vec<(String, toml::Value)> {
         let mut o = self.over.to_vec();
         o.push(("hardware.replicas".into(), toml::Value::Integer(n as i64)));
         o.extend(fleet.into_iter().map(|(k, v)| (k.to_string(), v)));
-        simulate(self.loaded, self.catalog, &o, self.seed)
+        o
+    }
+
+    /// The winner with `n` replicas and the `[fleet]` overrides `fleet`.
+    fn run(&self, n: u32, fleet: Vec<(&str, toml::Value)>) -> Result<Summary> {
+        simulate(self.loaded, self.catalog, &self.overrides(n, fleet), self.seed)
     }
 }
 

@@ -263,6 +263,12 @@ impl PointResult {
     pub fn get(&self, name: &str) -> f64 {
         self.metrics.iter().find(|m| m.0 == name).map_or(f64::NAN, |m| m.1.mean)
     }
+
+    /// The mean of metric `name` for this point's baseline: its own mean
+    /// minus the mean paired difference (NaN without a baseline).
+    pub fn baseline_mean(&self, name: &str) -> f64 {
+        self.get(name) - self.vs_baseline.iter().find(|m| m.0 == name).map_or(f64::NAN, |m| m.1.mean)
+    }
     /// Its verdict (a points file written before verdicts: overloaded
     /// unless every replication was stable).
     pub fn verdict(&self) -> Verdict {

@@ -209,20 +209,16 @@ pub fn chart_points(points: &[PointResult], base_rate: Option<f64>) -> Vec<Sweep
         .filter(|p| p.error.is_none())
         .zip(out.iter())
         .filter(|(p, _)| !p.vs_baseline.is_empty())
-        .map(|(p, c)| {
-            let minus =
-                |v: f64, key: &str| v - p.vs_baseline.iter().find(|m| m.0 == key).map_or(f64::NAN, |m| m.1.mean);
-            SweepPoint {
-                family: if c.family.is_empty() { "baseline".into() } else { format!("baseline of {}", c.family) },
-                rate: c.rate,
-                output_throughput: minus(c.output_throughput, "output_throughput"),
-                output_throughput_per_gpu: minus(c.output_throughput_per_gpu, "output_throughput_per_gpu"),
-                ttft_p50: minus(c.ttft_p50, "median_ttft_ms"),
-                ttft_p99: minus(c.ttft_p99, "p99_ttft_ms"),
-                tpot_p50: minus(c.tpot_p50, "median_tpot_ms"),
-                tpot_p99: minus(c.tpot_p99, "p99_tpot_ms"),
-                flag: None,
-            }
+        .map(|(p, c)| SweepPoint {
+            family: if c.family.is_empty() { "baseline".into() } else { format!("baseline of {}", c.family) },
+            rate: c.rate,
+            output_throughput: p.baseline_mean("output_throughput"),
+            output_throughput_per_gpu: p.baseline_mean("output_throughput_per_gpu"),
+            ttft_p50: p.baseline_mean("median_ttft_ms"),
+            ttft_p99: p.baseline_mean("p99_ttft_ms"),
+            tpot_p50: p.baseline_mean("median_tpot_ms"),
+            tpot_p99: p.baseline_mean("p99_tpot_ms"),
+            flag: None,
         })
         .collect();
     out.extend(baselines);
