@@ -36,6 +36,17 @@
 //!    zero, i.e. when the run is long enough to tell steady state from slow
 //!    overload and shows no significant growth. Otherwise it is
 //!    **inconclusive**, and the explanation says to run longer.
+//!    **The load the run drew.** Bursty arrivals and heavy-tailed lengths
+//!    make a run's tokens vary by several percent around the scenario's,
+//!    and a run that drew a lighter load than a rate just over capacity
+//!    shows no growth. When two standard errors of the measured tokens
+//!    (from the cells' successive differences) exceed [`LOAD_TOLERANCE`],
+//!    a run whose queue stayed up through whole cells (above
+//!    [`WINDOW_LEVEL`] times its lower-quartile backlog at both ends and on
+//!    average: the engine was saturated there) is stable only if it drained
+//!    its queue in those cells faster than the requests arrived over the
+//!    run by more than that uncertainty: the headroom it showed must cover
+//!    the load it may have missed. Otherwise it is inconclusive.
 //! 3. **Windows.** Overload can show only mid-run, for example during a
 //!    diurnal peak that drains afterwards. A one-sided CUSUM over the cells
 //!    accumulates backlog growth in excess of [`WINDOW_EXCESS`] of the
@@ -92,6 +103,11 @@ pub const WINDOW_SOJOURNS: f64 = 10.0;
 /// ordinary excursions of a busy stable queue (at ρ = 0.9 an M/M/1 queue's
 /// backlog relaxes over about 340 arrivals).
 pub const WINDOW_MIN_ARRIVALS: u64 = 1000;
+/// A stable verdict needs the load the run drew known to within this
+/// fraction (two standard errors of its tokens, see
+/// [`Stability::load_uncertainty`]): a rate 5% over capacity (ρ 1.05) must
+/// not pass for stable because its run happened to draw a lighter load.
+pub const LOAD_TOLERANCE: f64 = 0.05;
 /// Shedding more than this fraction of measured requests is not a stable service.
 pub const SHED_LIMIT: f64 = 0.01;
 /// Fewer measured requests than this cannot be judged.
@@ -153,6 +169,21 @@ pub struct Stability {
     pub ttft_first_tenth_ms: f64,
     /// Mean time to first token of the requests that arrived in the last tenth of the span and completed, ms.
     pub ttft_last_tenth_ms: f64,
+    /// How well the run pinned down its own load: two standard errors of
+    /// the tokens (prompt + output) its measured requests brought, relative
+    /// to them, from the dispersion of the cells' tokens (successive
+    /// differences, so that a changing rate does not count as noise).
+    /// Bursty arrivals and heavy-tailed lengths make it large: a run then
+    /// drew a load that may lie several percent from the scenario's.
+    pub load_uncertainty: f64,
+    /// Cells (of 40, after fill-up) through which the queue stayed up: the
+    /// backlog above 4 times its lower quartile (at least 1) at both ends
+    /// and on average. The engine was saturated there.
+    pub saturated_cells: u32,
+    /// Requests leaving the backlog per second in the saturated cells over
+    /// the offered rate, less 1: the headroom the run showed where it was
+    /// saturated (NaN when no cell was).
+    pub saturated_headroom: f64,
 }
 
 impl Stability {
@@ -175,6 +206,9 @@ impl Stability {
             overload_windows: Vec::new(),
             ttft_first_tenth_ms: f64::NAN,
             ttft_last_tenth_ms: f64::NAN,
+            load_uncertainty: f64::NAN,
+            saturated_cells: 0,
+            saturated_headroom: f64::NAN,
         }
     }
 
@@ -247,6 +281,8 @@ struct Cells {
     /// Per cell of arrival: Σ time to first token and count over completed measured requests.
     delay_sum: Vec<f64>,
     delay_n: Vec<u64>,
+    /// Per cell of arrival: tokens (prompt + output) the measured requests brought.
+    work: Vec<f64>,
     measured: u64,
     shed: u64,
 }
@@ -271,6 +307,7 @@ impl Cells {
             area_shift: vec![0.0; n],
             delay_sum: vec![0.0; n],
             delay_n: vec![0; n],
+            work: vec![0.0; n],
             measured: 0,
             shed: 0,
         }
@@ -292,14 +329,17 @@ impl Cells {
         }
     }
 
-    /// A measured request arriving at `at`: shed or not, and its queueing
-    /// delay if it completed (NaN otherwise).
-    fn measure(&mut self, at: Place, shed: bool, queue_delay: f64) {
+    /// A measured request arriving at `at` with `work` tokens: shed or not,
+    /// and its queueing delay if it completed (NaN otherwise).
+    fn measure(&mut self, at: Place, shed: bool, queue_delay: f64, work: f64) {
         self.measured += 1;
         self.shed += shed as u64;
-        if let (false, Place::Cell(c, _)) = (queue_delay.is_nan(), at) {
-            self.delay_sum[c] += queue_delay;
-            self.delay_n[c] += 1;
+        if let Place::Cell(c, _) = at {
+            self.work[c] += work;
+            if !queue_delay.is_nan() {
+                self.delay_sum[c] += queue_delay;
+                self.delay_n[c] += 1;
+            }
         }
     }
 
@@ -315,10 +355,11 @@ impl Cells {
             self.departures[k] = self.departures[a] + self.departures[b];
             self.delay_sum[k] = self.delay_sum[a] + self.delay_sum[b];
             self.delay_n[k] = self.delay_n[a] + self.delay_n[b];
+            self.work[k] = self.work[a] + self.work[b];
         }
         for k in n / 2..n {
             (self.arrivals[k], self.departures[k], self.delay_n[k]) = (0, 0, 0);
-            (self.area_shift[k], self.delay_sum[k]) = (0.0, 0.0);
+            (self.area_shift[k], self.delay_sum[k], self.work[k]) = (0.0, 0.0, 0.0);
         }
     }
 }
@@ -354,6 +395,17 @@ impl Backlog {
             min_window: 0.0,
             sojourn: 0.0,
         }
+    }
+
+    /// Two standard errors of the measured requests' tokens, relative to
+    /// them: the cells' tokens vary by their successive differences (a slow
+    /// change of rate does not count), and the total's variance is the
+    /// cells' summed.
+    fn load_uncertainty(&self) -> f64 {
+        let w = &self.cells.work;
+        let total: f64 = w.iter().sum();
+        let var = w.windows(2).map(|p| (p[1] - p[0]).powi(2)).sum::<f64>() / (2.0 * (w.len() - 1) as f64);
+        2.0 * (var * w.len() as f64).sqrt() / total
     }
 
     /// The system's own time scale: its requests spend `mean_sojourn` seconds
@@ -399,10 +451,11 @@ impl Backlog {
         }
     }
 
-    /// One measured request: whether it was shed because of load, and its
-    /// time to first token if it completed (NaN otherwise).
-    pub fn measure(&mut self, arrival: f64, shed: bool, queue_delay: f64) {
-        self.cells.measure(self.place(arrival), shed, queue_delay);
+    /// One measured request: whether it was shed because of load, its
+    /// time to first token if it completed (NaN otherwise), and the tokens
+    /// it brought (prompt + output).
+    pub fn measure(&mut self, arrival: f64, shed: bool, queue_delay: f64, work: f64) {
+        self.cells.measure(self.place(arrival), shed, queue_delay, work);
     }
 
     /// The backlog change a changed arrival rate explains by Little's law,
@@ -484,9 +537,9 @@ impl FineBacklog {
     }
 
     /// As [`Backlog::measure`].
-    pub fn measure(&mut self, arrival: f64, shed: bool, queue_delay: f64) {
+    pub fn measure(&mut self, arrival: f64, shed: bool, queue_delay: f64, work: f64) {
         let at = self.place(arrival);
-        self.cells.measure(at, shed, queue_delay);
+        self.cells.measure(at, shed, queue_delay, work);
     }
 
     /// The backlog over the measured span `[t0, t1]` (t0 ≥ origin). Each
@@ -520,6 +573,7 @@ impl FineBacklog {
             to.area_shift[c] += fine.area_shift[i] + (chi - hi) * net as f64;
             to.delay_sum[c] += fine.delay_sum[i];
             to.delay_n[c] += fine.delay_n[i];
+            to.work[c] += fine.work[i];
         }
         b
     }
@@ -569,6 +623,7 @@ pub fn assess(b: &Backlog, offline: bool) -> Stability {
     st.ttft_first_tenth_ms = delay(0..tenth);
     st.ttft_last_tenth_ms = delay(CELLS - tenth..CELLS);
     st.shed_fraction = b.cells.shed as f64 / b.cells.measured as f64;
+    st.load_uncertainty = b.load_uncertainty();
 
     // 1. Fill-up: the cells within twice the mean time in system of the start of the simulation.
     let skip = (((b.fill_until - b.t0) / b.width).ceil().max(0.0) as usize).min(CELLS / 4);
@@ -597,10 +652,22 @@ pub fn assess(b: &Backlog, offline: bool) -> Stability {
     // and waits keep rising).
     let rose = st.backlog_growth > 0.0 && st.backlog_last_tenth > STABLE_RISE * st.backlog_first_tenth.max(1.0);
     let small = st.backlog_growth_high < MATERIAL_STABLE * arrived_rest && st.backlog_growth_low <= 0.0;
-    let trend_stable = small && !rose;
+    // The load the run drew may be lighter than the scenario's: where the
+    // engine was saturated, the headroom it showed must cover that.
+    let floor = queue_floor(&rest_levels);
+    let saturated: Vec<usize> =
+        (skip..CELLS).filter(|&c| bounds[c] > floor && bounds[c + 1] > floor && mean[c] > floor).collect();
+    st.saturated_cells = saturated.len() as u32;
+    if !saturated.is_empty() {
+        let drained: u64 = saturated.iter().map(|&c| b.cells.departures[c]).sum();
+        st.saturated_headroom = drained as f64 / (saturated.len() as f64 * b.width) / st.offered_rate - 1.0;
+    }
+    let load_known =
+        st.load_uncertainty <= LOAD_TOLERANCE || saturated.is_empty() || st.saturated_headroom > st.load_uncertainty;
+    let trend_stable = small && !rose && load_known;
 
     // 3. Windows of excess growth.
-    st.overload_windows = windows(b, &mean, skip);
+    st.overload_windows = windows(b, &mean, skip, floor);
     let shed_pct = st.shed_fraction * 100.0;
     let evidence = format!(
         "backlog {:.1} → {:.1} requests (first → last tenth), time to first token {:.0} → {:.0} ms; offered {:.3} req/s, \
@@ -653,6 +720,22 @@ pub fn assess(b: &Backlog, offline: bool) -> Stability {
             MATERIAL_STABLE * 100.0,
             st.backlog_level
         );
+    } else if small && !rose {
+        st.verdict = "inconclusive".into();
+        st.explanation = format!(
+            "inconclusive: run longer. The queue did not grow (backlog growth {:+.0} requests, between {:.0} and \
+             {:.0} at 3 standard errors), but the load this run drew is known only to ±{:.1}% (bursty arrivals or \
+             heavy-tailed lengths), more than the {:.0}% that separates a steady state from a slow overload, and \
+             where the engine was saturated ({} of {CELLS} cells) it drained its queue only {:+.1}% faster than \
+             requests arrived: a rate this close to capacity can look steady in a run this short; {evidence}",
+            st.backlog_growth,
+            st.backlog_growth_low,
+            st.backlog_growth_high,
+            st.load_uncertainty * 100.0,
+            LOAD_TOLERANCE * 100.0,
+            st.saturated_cells,
+            st.saturated_headroom * 100.0
+        );
     } else if rose && small {
         st.verdict = "inconclusive".into();
         st.explanation = format!(
@@ -696,15 +779,18 @@ fn trend(x: &[f64], y: &[f64]) -> (f64, f64) {
     (b, (sse / (n - 2.0) / sxx).sqrt() * inflate)
 }
 
+/// A queue well above its working level: [`WINDOW_LEVEL`] times the
+/// lower quartile (at least one request) of the cells' backlogs, `sorted`.
+fn queue_floor(sorted: &[f64]) -> f64 {
+    WINDOW_LEVEL * sorted[sorted.len() / 4].max(1.0)
+}
+
 /// Stretches where the backlog grew by more than [`WINDOW_EXCESS`] of the
 /// arrivals: a one-sided CUSUM picks each candidate, and a candidate counts
 /// when it spans at least [`WINDOW_MIN_CELLS`] cells and
 /// [`WINDOW_MIN_ARRIVALS`] arrivals and its own trend's lower bound, at
 /// [`WINDOW_Z`] standard errors, still exceeds that excess.
-fn windows(b: &Backlog, mean: &[f64], skip: usize) -> Vec<OverloadWindow> {
-    let mut sorted = mean[skip..].to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let floor = WINDOW_LEVEL * sorted[sorted.len() / 4].max(1.0);
+fn windows(b: &Backlog, mean: &[f64], skip: usize, floor: f64) -> Vec<OverloadWindow> {
     let mut found = Vec::new();
     let close = |from: usize, best: Option<(f64, usize)>, found: &mut Vec<OverloadWindow>| {
         let Some((_, to)) = best else { return };
@@ -760,7 +846,7 @@ mod tests {
             let start = free.max(a);
             free = start + d;
             b.add(a, free);
-            b.measure(a, false, start - a);
+            b.measure(a, false, start - a, 1.0);
         }
         b
     }
@@ -782,11 +868,54 @@ mod tests {
         assert!((st.completion_deficit - (1.0 - 1.0 / 1.1)).abs() < 0.01, "{}", st.completion_deficit);
     }
 
+    /// A FIFO server with arrivals every second for 40,000 s, each bringing
+    /// 1 or `heavy` tokens, alternately for 1,000 s (so that the cells'
+    /// tokens differ). It serves in 0.5 s, except that at t = 10,000 s a
+    /// burst of `burst` requests arrives and for 2,500 s it serves `drain`
+    /// requests per second.
+    fn saturated_stretch(heavy: f64, burst: usize, drain: f64) -> Backlog {
+        let n = 40_000;
+        let mut arrivals: Vec<(f64, f64)> =
+            (0..n).map(|i| (i as f64, if (i / 1000) % 2 == 0 { 1.0 } else { heavy })).collect();
+        arrivals.extend((0..burst).map(|_| (10_000.0, 1.0)));
+        arrivals.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut b = Backlog::new(0.0, (n - 1) as f64);
+        let mut free = 0.0f64;
+        for (a, tokens) in arrivals {
+            let start = free.max(a);
+            free = start + if (10_000.0..12_500.0).contains(&start) { 1.0 / drain } else { 0.5 };
+            b.add(a, free);
+            b.measure(a, false, free - a, tokens);
+        }
+        b
+    }
+
+    #[test]
+    fn an_uncertain_load_needs_the_headroom_it_may_have_missed() {
+        // Draining at 1.02 req/s against 1.0 offered: saturated through
+        // cells 11 and 12 with 2% headroom, while the tokens are known only
+        // to about 2·√(40 · 2,000²/2) / 80,000 = 22%.
+        let st = assess(&saturated_stretch(3.0, 100, 1.02), false);
+        assert!((st.load_uncertainty - 0.22).abs() < 0.01, "{}", st.load_uncertainty);
+        assert!(st.saturated_cells >= 1, "{}", st.saturated_cells);
+        assert!(st.saturated_headroom.abs() < 0.05, "{}", st.saturated_headroom);
+        assert_eq!(st.verdict, "inconclusive", "{}", st.explanation);
+        assert!(st.explanation.contains(&format!("±{:.1}%", st.load_uncertainty * 100.0)), "{}", st.explanation);
+        // Even tokens leave no doubt about the load: the trend decides.
+        let st = assess(&saturated_stretch(1.0, 100, 1.02), false);
+        assert!(st.load_uncertainty < 0.01, "{}", st.load_uncertainty);
+        assert_eq!(st.verdict, "stable", "{}", st.explanation);
+        // Draining a larger burst at 1.4 req/s shows 37% headroom, more than the 22% doubt.
+        let st = assess(&saturated_stretch(3.0, 1000, 1.4), false);
+        assert!(st.saturated_cells >= 1 && st.saturated_headroom > 0.3, "{st:?}");
+        assert_eq!(st.verdict, "stable", "{}", st.explanation);
+    }
+
     #[test]
     fn shedding_is_not_stable() {
         let mut b = deterministic(5000, 1.0, 0.5);
         for i in 0..100 {
-            b.measure(i as f64, true, f64::NAN);
+            b.measure(i as f64, true, f64::NAN, 1.0);
         }
         let st = assess(&b, false);
         assert_eq!(st.verdict, "shedding", "{}", st.explanation);
@@ -815,7 +944,7 @@ mod tests {
             let start = free.max(a);
             free = start + 1.0;
             b.add(a, free);
-            b.measure(a, false, start - a);
+            b.measure(a, false, start - a, 1.0);
         }
         let st = assess(&b, false);
         assert_eq!(st.verdict, "overloaded", "{}", st.explanation);
@@ -845,7 +974,7 @@ mod tests {
                 let start = free.max(t);
                 free = start + if constant { 1.0 } else { exp(1.0) };
                 fine.add(t, free);
-                fine.measure(t, false, free - t);
+                fine.measure(t, false, free - t, 1.0);
                 last = t;
             }
             let mut b = fine.into_backlog(0.0, last);
@@ -862,9 +991,9 @@ mod tests {
         let mut fine = FineBacklog::new(t0);
         for &(a, left, delay) in passages {
             exact.add(a, left);
-            exact.measure(a, false, delay);
+            exact.measure(a, false, delay, 1.0);
             fine.add(a, left);
-            fine.measure(a, false, delay);
+            fine.measure(a, false, delay, 1.0);
         }
         let mut approx = fine.into_backlog(t0, t1);
         for b in [&mut exact, &mut approx] {

@@ -179,6 +179,8 @@ struct Passage {
     delay: f64,
     measured: bool,
     shed: bool,
+    /// Tokens it brought (prompt + output).
+    work: f32,
 }
 
 /// The backlog's inputs: every passage while exact, then a fine grid.
@@ -316,7 +318,14 @@ impl Tally {
             self.done += 1;
         }
         let measured = r.arrival >= self.warmup;
-        let mut passage = Passage { arrival: r.arrival, left, delay: f64::NAN, measured, shed: false };
+        let mut passage = Passage {
+            arrival: r.arrival,
+            left,
+            delay: f64::NAN,
+            measured,
+            shed: false,
+            work: (r.prompt as u64 + r.output as u64) as f32,
+        };
         if measured {
             let c = r.class as usize;
             self.groups[c].add(r, self.slos[c].as_ref());
@@ -402,7 +411,7 @@ impl Tally {
                     b.add(p.arrival, p.left);
                 }
                 for p in v.iter().filter(|p| p.measured) {
-                    b.measure(p.arrival, p.shed, p.delay);
+                    b.measure(p.arrival, p.shed, p.delay, p.work as f64);
                 }
                 b
             }
@@ -419,6 +428,6 @@ impl Tally {
 fn pass(f: &mut FineBacklog, p: &Passage) {
     f.add(p.arrival, p.left);
     if p.measured {
-        f.measure(p.arrival, p.shed, p.delay);
+        f.measure(p.arrival, p.shed, p.delay, p.work as f64);
     }
 }
