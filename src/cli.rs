@@ -21,9 +21,16 @@ pub struct Cli {
 /// Bounds on a run's work (src/limits.rs); every command takes them.
 #[derive(Debug, Args)]
 struct LimitArgs {
-    /// Most requests one run may simulate (refused before simulating beyond it).
+    /// Most requests one run may simulate (refused before simulating beyond it; default: all 32-bit ids).
     #[arg(long, global = true, value_name = "N", default_value_t = crate::limits::Limits::DEFAULT_MAX_REQUESTS)]
     max_requests: u64,
+    /// Most memory one run may need, GiB (refused before simulating beyond it; an overloaded run's
+    /// growing backlog is stopped there).
+    #[arg(long, global = true, value_name = "GIB", default_value_t = 4.0)]
+    max_memory: f64,
+    /// Longest projected wall time of one run, seconds (refused before simulating beyond it).
+    #[arg(long, global = true, value_name = "SECONDS", default_value_t = crate::limits::Limits::DEFAULT_MAX_PROJECTED_S)]
+    max_projected_time: f64,
     /// Latest expected arrival of one run, simulated seconds.
     #[arg(long, global = true, value_name = "SECONDS", default_value_t = crate::limits::Limits::DEFAULT_MAX_HORIZON_S)]
     max_horizon: f64,
@@ -385,9 +392,17 @@ pub fn main() -> i32 {
         eprintln!("error: --max-horizon must be a positive number of seconds, got {}", cli.limits.max_horizon);
         return 2;
     }
+    for (flag, x) in [("--max-memory", cli.limits.max_memory), ("--max-projected-time", cli.limits.max_projected_time)] {
+        if !(x.is_finite() && x > 0.0) {
+            eprintln!("error: {flag} must be a positive number, got {x}");
+            return 2;
+        }
+    }
     crate::limits::set(crate::limits::Limits {
         max_requests: cli.limits.max_requests,
         max_horizon_s: cli.limits.max_horizon,
+        max_memory_bytes: cli.limits.max_memory * 1024.0 * 1024.0 * 1024.0,
+        max_projected_s: cli.limits.max_projected_time,
     });
     if let Some(s) = cli.limits.max_wall_time {
         if !(s.is_finite() && s > 0.0) {

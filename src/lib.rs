@@ -172,6 +172,13 @@ impl Report {
                  incomplete and were not written"
             ))
             .hint("raise --max-wall-time, or shorten the run")),
+            Some(sim::Stopped::Memory(n, t)) => Err(ConfigError::new(format!(
+                "the simulation was stopped after {t:.1} s of simulated time: {n} requests were waiting or in \
+                 flight at once, about {:.1} GiB, past the memory limit (--max-memory); the run is overloaded \
+                 and its backlog grows without bound",
+                n as f64 * limits::BYTES_PER_LIVE / 1073741824.0
+            ))
+            .hint("lower the arrival rate or the run's length, add capacity, or raise --max-memory")),
         }
     }
 

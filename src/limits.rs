@@ -1,10 +1,18 @@
 //! Bounds on one run's work, so that no single value can make a run
 //! unbounded: the work is estimated before simulating and refused beyond a
-//! documented limit unless the user raises it; the simulated clock and the
-//! wall clock are guarded while it runs.
+//! documented limit unless the user raises it; the simulated clock, the
+//! backlog's memory and the wall clock are guarded while it runs.
 //!
-//! - **Requests** (default limit [`Limits::DEFAULT_MAX_REQUESTS`]): memory
-//!   grows with them, about [`BYTES_PER_REQUEST`] each.
+//! - **Projected time** (default limit [`Limits::DEFAULT_MAX_PROJECTED_S`]):
+//!   requests times [`SECONDS_PER_REQUEST`].
+//! - **Memory** (default limit [`Limits::DEFAULT_MAX_MEMORY_BYTES`]): a
+//!   streamed run's memory is flat in its length past 10⁶ requests; what
+//!   grows it is counted ([`Estimate::memory_bytes`]): LoRA adapters,
+//!   closed-loop users, replicas, and the requests held for exact
+//!   percentiles. A backlog that grows while the run is overloaded is
+//!   watched as it grows ([`max_live_requests`]).
+//! - **Requests** ([`MAX_REQUEST_IDS`], and `--max-requests` below it):
+//!   request ids are 32-bit.
 //! - **Simulated horizon** (default limit [`Limits::DEFAULT_MAX_HORIZON_S`]):
 //!   the last arrival's expected time.
 //! - **The clock** ([`MAX_CLOCK_S`], not raisable): beyond it an `f64` clock
@@ -25,30 +33,85 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// falls below a microsecond (2⁻²³ s at 10⁹ s).
 pub const MAX_CLOCK_S: f64 = 1e9;
 
-/// Memory one request costs while simulating and summarising, bytes
-/// (measured: `servesim bench`, peak RSS over requests at 10⁶ and 10⁷).
-pub const BYTES_PER_REQUEST: f64 = 160.0;
+/// Most requests one run can name: ids are 32-bit (one is kept as "none").
+pub const MAX_REQUEST_IDS: u64 = u32::MAX as u64 - 1;
+
+/// Memory of a small run: the program, the catalogue, the charts' samples,
+/// bytes (measured: peak RSS of `servesim run scenarios/quickstart.toml
+/// --set num_requests=2000`, 27 MB on 2026-12-06).
+pub const BASE_BYTES: f64 = 32.0 * 1024.0 * 1024.0;
+
+/// Memory per request of the first 10⁶, which a run holds for its exact
+/// percentiles and sample, bytes (measured: peak RSS 120 MB at 10⁶
+/// requests, 121 MB at 4·10⁶, against 27 MB at 2,000).
+pub const BYTES_PER_MEASURED: f64 = 96.0;
+
+/// Requests past which a streamed run's memory stays flat.
+pub const FLAT_AFTER: f64 = 1e6;
+
+/// Memory per request waiting in a backlog (record, queue entry), bytes
+/// (measured: an overloaded run of 4·10⁶ requests peaks at 444 MB, of 10⁶
+/// at 198 MB: 82 bytes per request more; rounded up).
+pub const BYTES_PER_LIVE: f64 = 96.0;
+
+/// Memory per replica (engine state, KV block tables, statistics), bytes
+/// (measured: 256 replicas add 4.6 MB over one).
+pub const BYTES_PER_REPLICA: f64 = 20_000.0;
+
+/// Memory per LoRA adapter (its popularity's cumulative weight), bytes.
+pub const BYTES_PER_ADAPTER: f64 = 8.0;
+
+/// Memory per closed-loop user (its conversation, pending send and the
+/// record of its request in flight), bytes.
+pub const BYTES_PER_USER: f64 = 160.0;
+
+/// Wall time one request costs on one core, s: the default engine profile
+/// (vllm-v1, kernel cost model) on `scenarios/quickstart.toml`, 20 s for 10⁶
+/// requests (2026-12-06, 2-core machine). Legacy-profile runs take about a
+/// tenth of that, so the projection errs long.
+pub const SECONDS_PER_REQUEST: f64 = 20e-6;
 
 /// What one run may do before it is refused.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Limits {
-    /// Most requests one run may simulate.
+    /// Most requests one run may simulate (at most [`MAX_REQUEST_IDS`]).
     pub max_requests: u64,
     /// Latest expected arrival, simulated seconds.
     pub max_horizon_s: f64,
+    /// Most memory one run may need, bytes.
+    pub max_memory_bytes: f64,
+    /// Longest projected wall time of one run, s.
+    pub max_projected_s: f64,
 }
 
 impl Limits {
-    /// 5·10⁷ requests: about 8 GB at [`BYTES_PER_REQUEST`].
-    pub const DEFAULT_MAX_REQUESTS: u64 = 50_000_000;
+    /// All the request ids there are: time and memory bind first.
+    pub const DEFAULT_MAX_REQUESTS: u64 = MAX_REQUEST_IDS;
     /// 10⁸ s, about three years of simulated traffic.
     pub const DEFAULT_MAX_HORIZON_S: f64 = 1e8;
+    /// 4 GiB: 35 times a streamed run's flat peak.
+    pub const DEFAULT_MAX_MEMORY_BYTES: f64 = 4.0 * 1024.0 * 1024.0 * 1024.0;
+    /// One hour: 1.8·10⁸ requests at [`SECONDS_PER_REQUEST`].
+    pub const DEFAULT_MAX_PROJECTED_S: f64 = 3600.0;
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_requests: Self::DEFAULT_MAX_REQUESTS, max_horizon_s: Self::DEFAULT_MAX_HORIZON_S }
+        Limits {
+            max_requests: Self::DEFAULT_MAX_REQUESTS,
+            max_horizon_s: Self::DEFAULT_MAX_HORIZON_S,
+            max_memory_bytes: Self::DEFAULT_MAX_MEMORY_BYTES,
+            max_projected_s: Self::DEFAULT_MAX_PROJECTED_S,
+        }
     }
+}
+
+/// Most requests a run may hold at once (in flight or waiting) within this
+/// process's memory limit, beyond what [`Estimate::memory_bytes`] counted:
+/// the simulation stops an overloaded run whose backlog passes it.
+pub fn max_live_requests() -> usize {
+    let l = current();
+    ((l.max_memory_bytes - BASE_BYTES).max(0.0) / BYTES_PER_LIVE) as usize
 }
 
 static LIMITS: OnceLock<Limits> = OnceLock::new();
@@ -94,12 +157,18 @@ pub struct Estimate {
     pub requests: Option<f64>,
     /// Time of the last arrival, simulated s (None: not known).
     pub horizon_s: Option<f64>,
+    /// Peak memory, bytes: [`BASE_BYTES`], the measured requests up to
+    /// [`FLAT_AFTER`], replicas, LoRA adapters and closed-loop users (a
+    /// backlog is watched while the run goes).
+    pub memory_bytes: f64,
+    /// The part of `memory_bytes` that grows with a setting, and the setting.
+    pub memory_driver: Option<(&'static str, f64)>,
 }
 
 impl Estimate {
-    /// Memory the requests need, bytes.
-    pub fn memory_bytes(&self) -> Option<f64> {
-        self.requests.map(|n| n * BYTES_PER_REQUEST)
+    /// Projected wall time on one core, s (None: the request count is not known).
+    pub fn projected_s(&self) -> Option<f64> {
+        self.requests.map(|n| n * SECONDS_PER_REQUEST)
     }
 
     /// The estimate in words.
@@ -108,9 +177,10 @@ impl Estimate {
         if let Some(n) = self.requests {
             parts.push(format!("about {} requests", human(n)));
         }
-        if let Some(m) = self.memory_bytes() {
-            parts.push(format!("about {} of memory", bytes(m)));
+        if let Some(t) = self.projected_s() {
+            parts.push(format!("about {} of wall time", duration(t)));
         }
+        parts.push(format!("about {} of memory", bytes(self.memory_bytes)));
         if let Some(h) = self.horizon_s {
             parts.push(format!("{} s of simulated time ({})", human(h), span(h)));
         }
@@ -118,24 +188,44 @@ impl Estimate {
     }
 }
 
-/// The work of simulating `setup`, from its workload alone.
+/// The work of simulating `setup`, from its workload and deployment alone.
 pub fn estimate(setup: &Setup) -> Estimate {
     let w = &setup.workload;
     let rate = w.offered_rate.filter(|r| r.is_finite() && *r > 0.0 && !w.offline && w.closed_loop.is_none());
-    // Sessions count their rate in sessions: each brings several requests.
-    let rate_requests = if w.sessions.is_some() { None } else { rate };
+    // Sessions count their rate in sessions: each brings its turns.
+    let turns = match &setup.scenario.workload.sessions {
+        Some(s) => s.turns.mean(),
+        None => Some(1.0),
+    };
+    let rate_requests = rate.zip(turns).map(|(r, t)| r * t);
     let trace_rows = w.trace.as_ref().filter(|t| !t.repeat).map(|t| (t.hi - t.lo) as f64);
+    let users = w.closed_loop.as_ref().map(|(u, _)| *u as f64);
     let requests = match (w.num_requests, w.horizon) {
         (Some(n), _) => Some(n as f64),
         (None, Some(h)) => trace_rows.or(rate_requests.map(|r| r * h)),
         (None, None) => trace_rows,
+    };
+    // A closed loop sends at least one request per user.
+    let requests = match (requests, users) {
+        (None, Some(u)) => Some(u),
+        (r, _) => r,
     };
     let horizon_s = match (w.horizon, w.num_requests) {
         (Some(h), _) => Some(h),
         (None, Some(n)) if w.trace.is_none() => rate_requests.map(|r| n as f64 / r),
         _ => None,
     };
-    Estimate { requests, horizon_s }
+    let replicas: f64 = setup.pools.iter().map(|p| p.replicas as f64).sum();
+    let adapters = setup.scenario.lora.as_ref().map_or(0.0, |l| l.adapters as f64);
+    let drivers = [
+        ("requests", requests.unwrap_or(0.0).min(FLAT_AFTER) * BYTES_PER_MEASURED),
+        ("hardware.replicas", replicas * BYTES_PER_REPLICA),
+        ("lora.adapters", adapters * BYTES_PER_ADAPTER),
+        ("workload.closed_loop.users", users.unwrap_or(0.0) * BYTES_PER_USER),
+    ];
+    let memory_bytes = BASE_BYTES + drivers.iter().map(|(_, b)| b).sum::<f64>();
+    let memory_driver = drivers.into_iter().filter(|(_, b)| *b > 0.0).max_by(|a, b| a.1.total_cmp(&b.1));
+    Estimate { requests, horizon_s, memory_bytes, memory_driver }
 }
 
 /// Refuses a run whose estimated work exceeds `limits` (or the clock),
@@ -152,15 +242,44 @@ pub fn check(setup: &Setup, limits: &Limits) -> Result<(), ConfigError> {
         .key(horizon_key(setup))
         .hint("raise the arrival rate or lower num_requests / duration_s"));
     }
+    let request_key = || match (setup.workload.num_requests, setup.workload.closed_loop.is_some()) {
+        (Some(_), _) => "num_requests",
+        (None, true) => "workload.closed_loop.users",
+        (None, false) => "duration_s",
+    };
+    if e.memory_bytes > limits.max_memory_bytes {
+        let (key, part) = e.memory_driver.unwrap_or(("requests", 0.0));
+        return Err(ConfigError::new(format!(
+            "this run would simulate {what}; memory binds: the limit is {:.1} GiB (--max-memory), and {} of it \
+             is for `{key}`",
+            limits.max_memory_bytes / 1073741824.0,
+            bytes(part)
+        ))
+        .key(if key == "requests" { request_key() } else { key })
+        .hint("lower that setting, or pass --max-memory GIB to allow it"));
+    }
     if let Some(n) = e.requests
-        && n > limits.max_requests as f64
+        && n > limits.max_requests.min(MAX_REQUEST_IDS) as f64
     {
         return Err(ConfigError::new(format!(
-            "this run would simulate {what}; the limit is {} requests (--max-requests)",
-            human(limits.max_requests as f64)
+            "this run would simulate {what}; the limit is {} requests ({})",
+            human(limits.max_requests.min(MAX_REQUEST_IDS) as f64),
+            if limits.max_requests < MAX_REQUEST_IDS { "--max-requests" } else { "request ids are 32-bit" }
         ))
-        .key(if setup.workload.num_requests.is_some() { "num_requests" } else { "duration_s" })
-        .hint("pass --max-requests N to allow it, or shorten the run"));
+        .key(request_key())
+        .hint("shorten the run, or split it into several seeds"));
+    }
+    if let Some(t) = e.projected_s()
+        && t > limits.max_projected_s
+    {
+        return Err(ConfigError::new(format!(
+            "this run would simulate {what}; time binds: the limit is {} of projected wall time \
+             (--max-projected-time; memory would be {})",
+            duration(limits.max_projected_s),
+            bytes(e.memory_bytes)
+        ))
+        .key(request_key())
+        .hint("pass --max-projected-time SECONDS to allow it, or shorten the run"));
     }
     if let Some(h) = e.horizon_s
         && h > limits.max_horizon_s
@@ -183,6 +302,17 @@ fn horizon_key(setup: &Setup) -> &'static str {
 /// A count or time in plain digits, or in powers of ten when large.
 fn human(x: f64) -> String {
     if x.abs() < 1e7 { format!("{}", x.round() as i64) } else { format!("{x:.2e}") }
+}
+
+/// A wall time in words.
+fn duration(s: f64) -> String {
+    match s {
+        s if s >= 86400.0 => format!("{:.1} days", s / 86400.0),
+        s if s >= 3600.0 => format!("{:.1} hours", s / 3600.0),
+        s if s >= 60.0 => format!("{:.0} min", s / 60.0),
+        s if s >= 1.0 => format!("{s:.0} s"),
+        _ => "under a second".into(),
+    }
 }
 
 fn bytes(b: f64) -> String {

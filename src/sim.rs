@@ -106,6 +106,9 @@ pub enum Stopped {
     Clock(f64),
     /// A stop was requested (`--max-wall-time`) with the clock at this time, s.
     Requested(f64),
+    /// This many requests were held at once (a backlog growing past
+    /// [`crate::limits::max_live_requests`]), with the clock at this time, s.
+    Memory(usize, f64),
 }
 
 /// Requests followed for the timeline chart.
@@ -549,6 +552,8 @@ struct EventLoop<'s, 'k, C: StepCostModel> {
     stopped: Option<Stopped>,
     /// Arrivals already counted in [`crate::limits::simulated`].
     reported: u64,
+    /// Most requests held at once before the run is stopped ([`Stopped::Memory`]).
+    max_live: usize,
     /// The longest request every pool accepts (clipping makes a request fit it).
     max_len: u32,
     clip_long: bool,
@@ -689,6 +694,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             last_step_end: f64::NAN,
             stopped: None,
             reported: 0,
+            max_live: crate::limits::max_live_requests(),
             // Clipping makes a request fit every pool, whichever serves it: the
             // cluster-wide limit is the smallest pool's.
             max_len: setup.max_model_len(),
@@ -748,6 +754,10 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
                 self.reported = arrived;
                 if crate::limits::stop_requested() {
                     self.stopped = Some(Stopped::Requested(self.now));
+                    break;
+                }
+                if self.obs.records.live() > self.max_live {
+                    self.stopped = Some(Stopped::Memory(self.obs.records.live(), self.now));
                     break;
                 }
             }

@@ -97,23 +97,21 @@ impl LoraConfig {
         Ok(())
     }
 
-    /// Cumulative popularity of the adapters.
+    /// Cumulative popularity of the adapters (one f64 each, built in place).
     pub fn cdf(&self) -> Vec<f64> {
-        let w: Vec<f64> = (1..=self.adapters)
-            .map(|k| match self.popularity {
-                Popularity::Zipf => (k as f64).powf(-self.zipf_s),
-                Popularity::Uniform => 1.0,
-            })
-            .collect();
-        let total: f64 = w.iter().sum();
+        let weight = |k: u32| match self.popularity {
+            Popularity::Zipf => (k as f64).powf(-self.zipf_s),
+            Popularity::Uniform => 1.0,
+        };
         let mut acc = 0.0;
-        let mut cdf: Vec<f64> = w
-            .iter()
-            .map(|x| {
-                acc += x;
-                acc / total
+        let mut cdf: Vec<f64> = (1..=self.adapters)
+            .map(|k| {
+                acc += weight(k);
+                acc
             })
             .collect();
+        let total = acc;
+        cdf.iter_mut().for_each(|c| *c /= total);
         if let Some(last) = cdf.last_mut() {
             *last = 1.0;
         }

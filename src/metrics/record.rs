@@ -210,6 +210,12 @@ impl LiveRecords {
         self.peak = self.peak.max(self.slots.len() - self.start);
     }
 
+    /// Records held now (requests in flight, and finished ones waiting
+    /// behind an older request still in flight).
+    pub fn live(&self) -> usize {
+        self.slots.len() - self.start
+    }
+
     /// The most records held at once so far (requests in flight, and
     /// finished ones waiting behind an older request still in flight).
     pub fn peak(&self) -> usize {

@@ -60,21 +60,61 @@ pub const MAX_TOKENS: f64 = 5e7;
 /// Most replicas one run of the page may simulate.
 pub const MAX_REPLICAS: u32 = 64;
 
+/// Most memory one run of the page may need ([`crate::limits::estimate`]):
+/// no value typed into the page can grow the server past a few of these.
+pub const MAX_MEMORY_BYTES: f64 = 256.0 * 1024.0 * 1024.0;
+
 /// Simulations running at once; a request beyond them is answered 503.
 pub const MAX_IN_FLIGHT: usize = 2;
 
-/// Whether an override of the page could make the simulation read a file
-/// (a trace, a length table, a class with either), which the page does not
-/// allow: a page is no way to read the files of the machine it runs on.
-fn reads_files(set: &str) -> bool {
+/// Why the page refuses override `set`, if it does. The page's controls
+/// and its "other overrides" box set single values: the value is parsed as
+/// the loader parses it, and a table or list is refused (the page has no
+/// reason to replace a section, and a table could name a file however its
+/// keys are spelt). Keys that name files or replace the workload's tables
+/// (`file`, `trace`, `lengths` anywhere in the dotted path) are refused too;
+/// [`Playground::load`] then checks that the loaded scenario reads no file
+/// the command line's did not.
+fn refused(set: &str) -> Option<String> {
     let key = set_key(set);
-    let value = set.split_once('=').map_or("", |(_, v)| v);
-    key == "workload"
-        || ["workload.trace", "workload.lengths", "workload.classes"].iter().any(|k| key.starts_with(k))
-        || key.ends_with("file")
-        || value.contains("file")
-        || value.contains("lengths")
-        || value.contains("trace")
+    let raw = set.split_once('=').map_or("", |(_, v)| v).trim();
+    let value = crate::config::parse_value(raw);
+    if matches!(value, toml::Value::Table(_) | toml::Value::Array(_)) {
+        return Some(format!(
+            "`{key}`: the playground's page takes single values (a number, a string, true or false), not a {}",
+            if value.is_table() { "table" } else { "list" }
+        ));
+    }
+    let names_file = key.split('.').map(|p| p.split_once('[').map_or(p, |(n, _)| n).trim()).any(|p| {
+        let p = p.to_ascii_lowercase();
+        p == "file" || p == "trace" || p == "lengths" || p.ends_with("file") || p.ends_with("path")
+    });
+    (key == "workload" || names_file).then(|| {
+        format!("`{key}`: the playground's page cannot name files (traces, length tables) or replace the workload's tables")
+    })
+}
+
+/// The files a scenario table names (`file` keys at any depth), with where.
+fn files_named(t: &toml::Table) -> Vec<String> {
+    fn walk(v: &toml::Value, at: &str, out: &mut Vec<String>) {
+        match v {
+            toml::Value::Table(t) => {
+                for (k, v) in t {
+                    let here = if at.is_empty() { k.clone() } else { format!("{at}.{k}") };
+                    if k == "file" {
+                        out.push(format!("{here}={v}"));
+                    }
+                    walk(v, &here, out);
+                }
+            }
+            toml::Value::Array(a) => a.iter().enumerate().for_each(|(i, v)| walk(v, &format!("{at}[{i}]"), out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(&toml::Value::Table(t.clone()), "", &mut out);
+    out.sort();
+    out
 }
 
 /// What the page shows: the user's overrides and, when pinned, the
@@ -251,21 +291,24 @@ impl Playground {
         if user.len() > MAX_SETS {
             return Err(ConfigError::new(format!("{} overrides in one request; at most {MAX_SETS}", user.len())));
         }
-        if let Some(bad) = user.iter().find(|s| reads_files(s)) {
-            return Err(ConfigError::new(format!(
-                "`{}`: the playground's page cannot name files (traces, length tables) or replace the workload's \
-                 tables",
-                set_key(bad)
-            ))
-            .hint("pass such changes on the command line: servesim playground SCENARIO --set ..."));
+        let on_command_line = "pass such changes on the command line: servesim playground SCENARIO --set ...";
+        if let Some(why) = user.iter().find_map(|s| refused(s)) {
+            return Err(ConfigError::new(why).hint(on_command_line));
         }
         let sets: Vec<String> = self.base_sets.iter().chain(user).cloned().collect();
-        load_scenario_str_with(&self.text, &self.path, &sets, &self.catalog)
+        let loaded = load_scenario_str_with(&self.text, &self.path, &sets, &self.catalog)?;
+        if files_named(&loaded.table()) != files_named(&self.initial.table()) {
+            return Err(ConfigError::new(
+                "these overrides change the files the scenario reads; the playground's page cannot name files",
+            )
+            .hint(on_command_line));
+        }
+        Ok(loaded)
     }
 
     fn resolve(&self, loaded: &LoadedScenario) -> std::result::Result<Setup, ConfigError> {
         let setup = crate::resolve(&loaded.scenario, &self.catalog).map_err(|e| loaded.locate(e))?;
-        if let Some(n) = expected_requests(&loaded.scenario, &setup)
+        if let Some(n) = expected_requests(&setup)
             && n > MAX_REQUESTS
         {
             return Err(ConfigError::new(format!(
@@ -276,7 +319,7 @@ impl Playground {
             .hint("lower the request count (the \"requests\" control), or run it with `servesim run`"));
         }
         let base = &self.initial.scenario;
-        if expected_requests(&loaded.scenario, &setup).is_none()
+        if expected_requests(&setup).is_none()
             && loaded.scenario.duration_s.unwrap_or(f64::INFINITY) > base.duration_s.unwrap_or(f64::INFINITY)
         {
             return Err(ConfigError::new(
@@ -285,6 +328,17 @@ impl Playground {
             )
             .key("duration_s")
             .hint("run longer runs with `servesim run`"));
+        }
+        let memory = crate::limits::estimate(&setup);
+        if memory.memory_bytes > MAX_MEMORY_BYTES {
+            let (key, _) = memory.memory_driver.unwrap_or(("requests", 0.0));
+            return Err(ConfigError::new(format!(
+                "this run would need {}; the playground runs at most {:.0} MiB",
+                memory.describe(),
+                MAX_MEMORY_BYTES / 1048576.0
+            ))
+            .key(if key == "requests" { "num_requests" } else { key })
+            .hint("lower it, or run it with `servesim run`"));
         }
         let replicas: u32 = setup.pools.iter().map(|p| p.replicas).sum();
         if replicas > MAX_REPLICAS {
@@ -295,7 +349,7 @@ impl Playground {
             .hint("run larger clusters with `servesim run`"));
         }
         let (p, o) = setup.workload.mean_lengths();
-        if let Some(n) = expected_requests(&loaded.scenario, &setup)
+        if let Some(n) = expected_requests(&setup)
             && n * (p + o) > MAX_TOKENS
         {
             return Err(ConfigError::new(format!(
@@ -456,12 +510,10 @@ fn names_files(t: &toml::Table) -> bool {
 }
 
 /// About how many requests a run generates, when known before simulating
-/// (multi-turn sessions: sessions times their mean number of turns).
-fn expected_requests(s: &crate::config::Scenario, setup: &Setup) -> Option<f64> {
-    crate::limits::estimate(setup).requests.or_else(|| {
-        let turns = s.workload.sessions.as_ref()?.turns.mean()?;
-        Some(s.workload.rate? * s.duration_s? * turns)
-    })
+/// (multi-turn sessions: sessions times their mean number of turns);
+/// None for a closed loop, whose count depends on its latencies.
+fn expected_requests(setup: &Setup) -> Option<f64> {
+    if setup.workload.closed_loop.is_some() { None } else { crate::limits::estimate(setup).requests }
 }
 
 /// The override that cuts a scenario to about `cap` requests, if it has more.
@@ -470,7 +522,7 @@ fn cap_set(loaded: &LoadedScenario, setup: &Setup, cap: u64) -> Option<String> {
     if let Some(n) = s.num_requests {
         return (n > cap).then(|| format!("num_requests={cap}"));
     }
-    let n = expected_requests(s, setup)?;
+    let n = expected_requests(setup)?;
     if n <= cap as f64 {
         return None;
     }
@@ -552,5 +604,26 @@ mod tests {
         let mut on_page = pg.load(&state.sets).unwrap().scenario;
         on_page.base_dir = s.base_dir.clone();
         assert_eq!(&on_page, s);
+    }
+
+    #[test]
+    fn the_page_refuses_files_by_what_the_override_means_not_how_it_is_spelt() {
+        let pg = Playground::new(Path::new("scenarios/quickstart.toml"), &[], Catalog::builtin().unwrap()).unwrap();
+        let refused = |set: &str| pg.load(&[set.to_string()]).err().map(|e| e.to_string()).unwrap_or_default();
+        // The key `file` written as a TOML escape (issue 26): a table, refused as parsed.
+        let e = refused(
+            r#"workload.prompt_tokens={dist="empirical","file"="/etc/passwd",column="root:x:0:0:root:/root:/bin/bash"}"#,
+        );
+        assert!(e.contains("single values") && e.contains("workload.prompt_tokens"), "{e}");
+        assert!(refused("workload.output_tokens=[1,2]").contains("not a list"));
+        for key in ["workload.prompt_tokens.file", "workload.trace.file", "workload.classes[0].lengths.file", "workload"] {
+            assert!(refused(&format!("{key}=\"/etc/passwd\"")).contains("cannot name files"), "{key}");
+        }
+        // Single values of any key still work, the escape-free spellings too.
+        assert!(pg.load(&["engine.max_num_seqs=64".into(), "workload.prompt_tokens.mean=800".into()]).is_ok());
+        // A scenario that reads a trace keeps reading the same file, and only it.
+        let pg = Playground::new(Path::new("scenarios/conversation.toml"), &[], Catalog::builtin().unwrap()).unwrap();
+        let base = files_named(&pg.load(&[]).unwrap().table());
+        assert_eq!(base.len(), 1, "{base:?}");
     }
 }

@@ -335,7 +335,41 @@ fn no_single_value_makes_a_run_unbounded() {
     // A huge request count is refused with the estimate and the flag that allows it.
     let (code, se) = run(&["run", "scenarios/quickstart.toml", "--set", "num_requests=1000000000", "--out", out]);
     assert_eq!(code, 2, "{se}");
-    assert!(se.contains("about 1.00e9 requests") && se.contains("160.0 GB") && se.contains("--max-requests"), "{se}");
+    assert!(se.contains("about 1.00e9 requests") && se.contains("time binds") && se.contains("--max-projected-time"), "{se}");
+    // Memory is flat past 10⁶ requests: the estimate says so, and does not refuse 10⁸.
+    let (code, se) = run(&["check", "scenarios/quickstart.toml", "--set", "num_requests=100000000"]);
+    assert_eq!(code, 0, "{se}");
+    // Every key that multiplies memory is counted, and the one that binds is named (issue 26).
+    for (scenario, set, key, binds) in [
+        ("quickstart", "lora={adapters=1000000000,rank=16,max_loras=8}", "lora.adapters", "memory binds"),
+        ("closed-loop-concurrency", "workload.closed_loop.users=1000000000", "closed_loop.users", "memory binds"),
+        ("multi-turn-chat", "workload.rate=1e6", "duration_s", "32-bit"),
+        ("multi-turn-chat", "workload.rate=1e5", "duration_s", "time binds"),
+    ] {
+        let (code, se) = run(&["check", &format!("scenarios/{scenario}.toml"), "--set", set]);
+        assert_eq!(code, 2, "{set}: {se}");
+        assert!(se.contains(key) && se.contains(binds), "{set}: {se}");
+    }
+    // An overloaded run whose backlog outgrows --max-memory is stopped, and writes nothing.
+    let (code, se) = run(&[
+        "run",
+        "scenarios/quickstart.toml",
+        "--set",
+        "num_requests=3000000",
+        "--set",
+        "workload.rate=100000",
+        "--set",
+        "warmup_s=1",
+        "--set",
+        "engine.preset=legacy",
+        "--max-memory",
+        "0.15",
+        "--out",
+        out,
+        "--force",
+    ]);
+    assert_eq!(code, 2, "{se}");
+    assert!(se.contains("backlog grows without bound") && se.contains("--max-memory"), "{se}");
     // ... and so is a horizon beyond --max-horizon (2,000 s here), for sweeps and
     // capacity searches as well.
     for cmd in ["run", "sweep", "capacity"] {

@@ -110,11 +110,25 @@ fn playground_redraws_in_a_browser_and_exports_what_the_cli_reproduces() {
     let (status, err) =
         get(addr, "/results?set=workload%3D%7Barrival%3D%22trace%22%2Ctrace%3D%7Bfile%3D%22%2Fetc%2Fpasswd%22%7D%7D");
     assert_eq!(status, 422, "{err}");
-    assert!(err.contains("cannot name files") && !err.contains("root:"), "{err}");
-    let (status, err) = get(addr, "/results?set=workload.output_tokens%3D%7Bdist%3D%22fixed%22%2Cvalue%3D100000%7D");
+    assert!(err.contains("single values") && !err.contains("root:"), "{err}");
+    // The key `file` spelt as a TOML escape: the value is a table, refused
+    // as parsed, whatever its text says.
+    let escaped = "workload.prompt_tokens={dist=\"empirical\",\"\\u0066ile\"=\"/etc/passwd\",column=\"root:x:0:0:root:/root:/bin/bash\"}";
+    let encoded: String = escaped.bytes().map(|b| format!("%{b:02X}")).collect();
+    let (status, err) = get(addr, &format!("/results?set={encoded}"));
+    assert_eq!(status, 422, "{err}");
+    assert!(err.contains("single values") && !err.contains("/root:/bin/bash"), "{err}");
+    let (status, err) = get(addr, "/results?set=workload.prompt_tokens.file%3D%22%2Fetc%2Fpasswd%22");
+    assert_eq!(status, 422, "{err}");
+    assert!(err.contains("cannot name files"), "{err}");
+    let (status, err) = get(addr, "/results?set=workload.output_tokens.mean%3D100000");
     assert_eq!(status, 422, "{err}");
     assert!(err.contains("at most 5e7"), "{err}");
     assert_eq!(get(addr, "/results?set=hardware.replicas%3D1000000").0, 422);
+    // A key that multiplies memory, not work: refused before anything is allocated.
+    let (status, err) = get(addr, "/results?set=lora.adapters%3D1000000000");
+    assert_eq!(status, 422, "{err}");
+    assert!(err.contains("lora.adapters") && err.contains("MiB"), "{err}");
     let (status, _) = get_with(addr, "/results", &format!("Host: {addr}\r\nSec-Fetch-Site: cross-site"));
     assert_eq!(status, 403);
     assert_eq!(get_with(addr, "/results", &format!("Host: {addr}\r\nSec-Fetch-Site: same-origin")).0, 200);
