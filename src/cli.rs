@@ -392,7 +392,8 @@ pub fn main() -> i32 {
         eprintln!("error: --max-horizon must be a positive number of seconds, got {}", cli.limits.max_horizon);
         return 2;
     }
-    for (flag, x) in [("--max-memory", cli.limits.max_memory), ("--max-projected-time", cli.limits.max_projected_time)] {
+    for (flag, x) in [("--max-memory", cli.limits.max_memory), ("--max-projected-time", cli.limits.max_projected_time)]
+    {
         if !(x.is_finite() && x > 0.0) {
             eprintln!("error: {flag} must be a positive number, got {x}");
             return 2;
@@ -465,7 +466,10 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Calibrate(a) => cmd_calibrate(a),
         Command::Sweep(a) => cmd_sweep(a),
         Command::Merge(a) => {
-            let points = crate::sweep::merge(&a.dirs, &a.out, a.partial, a.force)?;
+            let (points, notes) = crate::sweep::merge(&a.dirs, &a.out, a.partial, a.force)?;
+            for note in &notes {
+                eprintln!("warning: {note}");
+            }
             println!("merged {} points from {} folders into {}", points.len(), a.dirs.len(), a.out.display());
             Ok(())
         }
@@ -919,6 +923,9 @@ fn cmd_plot(dir: &Path) -> Result<()> {
     }
     if dir.join("manifest.json").exists() {
         let run = export::RunData::read(dir)?;
+        for note in &run.notes {
+            eprintln!("warning: {note}");
+        }
         export::write_run_charts(dir, run.view())?;
         println!("redrew cdf, timeseries and timeline charts in {}", dir.display());
         return Ok(());

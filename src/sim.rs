@@ -967,7 +967,8 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
                 other => other,
             };
             match next {
-                Some(end) if end < horizon => {
+                // Past the clock limit, the step goes back to the event loop, which stops the run.
+                Some(end) if end < horizon && end <= crate::limits::MAX_CLOCK_S => {
                     self.area += self.in_system as f64 * (end - t);
                     t = end;
                     self.events += 1;

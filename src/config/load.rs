@@ -75,6 +75,22 @@ pub fn load_scenario_str_with(
         }
         return Err(err);
     }
+    if let Err((key, value)) = times_representable(&table) {
+        let mut err = ConfigError::new(format!(
+            "is {value:e} s: no simulated clock can represent it (beyond {:e} s, about 32 years, the clock \
+             cannot resolve a microsecond)",
+            crate::limits::MAX_CLOCK_S
+        ))
+        .file(path)
+        .key(key.clone())
+        .hint("give a time of at most a few years, in the key's unit");
+        if let Some(set) = sets.iter().rev().find(|s| key.starts_with(s.split('=').next().unwrap_or("").trim())) {
+            err.message = format!("{} (from --set {set})", err.message);
+        } else if let Some(off) = locate_key(text, &key) {
+            err = err.at_offset(text, off);
+        }
+        return Err(err);
+    }
     let mut scenario = match Scenario::deserialize(table) {
         Ok(s) => s,
         Err(e) => {
@@ -131,6 +147,62 @@ pub fn load_scenario_str_with(
         min_requests: None,
         catalog: catalog.clone(),
     })
+}
+
+/// The first time in a scenario table that no clock can represent: a key
+/// named for its unit (`_s`, `_ms`, `_us`, `_h`; at any depth, in lists
+/// too) whose value, or whose distribution's mean, median, value, min or
+/// max, is beyond [`crate::limits::MAX_CLOCK_S`] in magnitude. Returns the
+/// dotted key and the value in seconds.
+fn times_representable(table: &toml::Table) -> Result<(), (String, f64)> {
+    fn seconds_per_unit(key: &str) -> Option<f64> {
+        let unit = key.rsplit('_').next()?;
+        match unit {
+            _ if key == "zipf_s" || !key.contains('_') => None,
+            "s" => Some(1.0),
+            "ms" => Some(1e-3),
+            "us" => Some(1e-6),
+            "h" => Some(3600.0),
+            _ => None,
+        }
+    }
+    fn number(v: &toml::Value) -> Option<f64> {
+        v.as_float().or_else(|| v.as_integer().map(|i| i as f64))
+    }
+    fn walk(t: &toml::Table, at: &str) -> Result<(), (String, f64)> {
+        for (k, v) in t {
+            let here = if at.is_empty() { k.clone() } else { format!("{at}.{k}") };
+            let too_far = |x: f64, scale: f64| x.is_finite() && (x * scale).abs() > crate::limits::MAX_CLOCK_S;
+            match (seconds_per_unit(k), v) {
+                (Some(scale), toml::Value::Table(d)) => {
+                    for part in ["mean", "median", "value", "min", "max"] {
+                        if let Some(x) = d.get(part).and_then(number).filter(|x| too_far(*x, scale)) {
+                            return Err((format!("{here}.{part}"), x * scale));
+                        }
+                    }
+                }
+                (Some(scale), v) => {
+                    if let Some(x) = number(v).filter(|x| too_far(*x, scale)) {
+                        return Err((here, x * scale));
+                    }
+                }
+                _ => {}
+            }
+            match v {
+                toml::Value::Table(sub) => walk(sub, &here)?,
+                toml::Value::Array(a) => {
+                    for (i, item) in a.iter().enumerate() {
+                        if let toml::Value::Table(sub) = item {
+                            walk(sub, &format!("{here}[{i}]"))?;
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+    walk(table, "")
 }
 
 /// SHA-256 of `bytes`, lowercase hex (the manifest's `scenario_sha256`).

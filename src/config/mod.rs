@@ -8,6 +8,7 @@ mod fleet;
 mod load;
 mod lora;
 mod validate;
+pub use validate::shown;
 mod workload;
 
 pub use fleet::{

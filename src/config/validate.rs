@@ -572,3 +572,9 @@ pub(super) fn slo(key: &str, slo: &super::SloConfig) -> Check {
     }
     Ok(())
 }
+
+/// A number as an error quotes it: as written when short, in powers of ten
+/// when it would run to dozens of digits.
+pub fn shown(v: f64) -> String {
+    if v.is_finite() && v.abs() >= 1e15 { format!("{v:e}") } else { format!("{v}") }
+}

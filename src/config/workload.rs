@@ -691,7 +691,7 @@ fn typical_tokens(key: &str, what: &str, v: f64) -> Check {
     }
     fail(
         key,
-        format!("{what} must be between 1 and 10,000,000 tokens, got {v}"),
+        format!("{what} must be between 1 and 10,000,000 tokens, got {}", crate::config::shown(v)),
         format!("set {what} to a length in tokens, e.g. {what} = 1000"),
     )
 }

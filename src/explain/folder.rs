@@ -11,10 +11,8 @@ use std::path::Path;
 pub const MAX_REQUESTS: u64 = 1_000_000;
 
 fn read_json(p: &Path) -> Result<serde_json::Value> {
-    let t = std::fs::read_to_string(p).map_err(|e| {
-        ConfigError::new(format!("cannot read {}: {e}", p.display()))
-            .hint("pass a results folder written by `servesim run` (or a scenario file)")
-    })?;
+    let t = crate::export::read::read_whole(p, crate::export::read::MAX_WHOLE_BYTES)
+        .map_err(|e| e.hint("pass a results folder written by `servesim run` (or a scenario file)"))?;
     serde_json::from_str(&t).map_err(|e| ConfigError::new(format!("{}: {e}", p.display())).into())
 }
 

@@ -32,12 +32,12 @@ fn f(v: &Value, prec: usize) -> String {
 
 fn read_json(dir: &Path, name: &str) -> Result<Value> {
     let p = dir.join(name);
-    let t = std::fs::read_to_string(&p).map_err(|e| ConfigError::new(format!("cannot read {}: {e}", p.display())))?;
+    let t = crate::export::read::read_whole(&p, crate::export::read::MAX_WHOLE_BYTES)?;
     serde_json::from_str(&t).map_err(|e| ConfigError::new(format!("{}: {e}", p.display())).into())
 }
 
 fn svg(dir: &Path, stem: &str) -> String {
-    std::fs::read_to_string(dir.join(format!("{stem}.svg")))
+    crate::export::read::read_whole(&dir.join(format!("{stem}.svg")), crate::export::read::MAX_WHOLE_BYTES)
         .map(|s| {
             crate::plot::strip_font_face(&s).replacen(
                 "<svg ",
@@ -149,7 +149,7 @@ fn reading_backwards(dir: &Path) -> Result<String> {
             .into());
     }
     let p = dir.join("explain.json");
-    let t = std::fs::read_to_string(&p).map_err(|e| ConfigError::new(format!("cannot read {}: {e}", p.display())))?;
+    let t = crate::export::read::read_whole(&p, crate::export::read::MAX_WHOLE_BYTES)?;
     let x: crate::explain::Explanation =
         serde_json::from_str(&t).map_err(|e| ConfigError::new(format!("{}: {e}", p.display())))?;
     Ok(crate::explain::html(&x, &svg(dir, "attribution")))

@@ -4,6 +4,7 @@
 mod csv;
 mod html;
 mod manifest;
+pub mod read;
 mod run_data;
 mod run_folder;
 pub(crate) mod staging;

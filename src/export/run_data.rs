@@ -23,6 +23,9 @@ pub struct RunData {
     pub timeseries: Vec<TimeSample>,
     /// Spans of the requests followed for the timeline.
     pub timeline: Vec<Span>,
+    /// What the reader noticed and the charts cannot show (requests.csv
+    /// cut short, say), for the command to print.
+    pub notes: Vec<String>,
 }
 
 /// Borrowed view of the same data (no copy of the records).
@@ -68,10 +71,7 @@ impl RunData {
     /// Reads `manifest.json`, `requests.csv`, `timeseries.json` and `timeline.json` from a run folder
     /// (`trace.json` in folders written by earlier versions).
     pub fn read(dir: &Path) -> Result<Self> {
-        let read = |f: &str| {
-            std::fs::read_to_string(dir.join(f))
-                .map_err(|e| ConfigError::new(format!("cannot read {}: {e}", dir.join(f).display())))
-        };
+        let read = |f: &str| super::read::read_whole(&dir.join(f), super::read::MAX_WHOLE_BYTES);
         let bad = |f: &str, e: String| ConfigError::new(format!("{}: {e}", dir.join(f).display()));
         let m: serde_json::Value =
             serde_json::from_str(&read("manifest.json")?).map_err(|e| bad("manifest.json", e.to_string()))?;
@@ -104,24 +104,31 @@ impl RunData {
         // Read row by row, keeping the timeline's records and the CDFs'
         // sample: a run of 10^7 requests is redrawn in bounded memory.
         let path = dir.join("requests.csv");
-        let file =
-            std::fs::File::open(&path).map_err(|e| ConfigError::new(format!("cannot read {}: {e}", path.display())))?;
+        let (file, _) = super::read::open_regular(&path)?;
         let class_names: Vec<&str> = scenario.workload.classes.iter().map(|c| c.name.as_str()).collect();
         let mut records = Vec::new();
         let mut sample = RecordSample::new(crate::sim::SAMPLE);
         let mut line = String::new();
         let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+        let mut notes = Vec::new();
+        let mut rows = 0u64;
         for n in 0.. {
-            line.clear();
-            if std::io::BufRead::read_line(&mut reader, &mut line)
-                .map_err(|e| ConfigError::new(format!("cannot read {}: {e}", path.display())))?
-                == 0
-            {
+            if super::read::read_line(&mut reader, &mut line, || format!("{}:{}", path.display(), n + 1))? == 0 {
                 break;
             }
             if n == 0 {
                 continue;
             }
+            if !line.ends_with('\n') {
+                notes.push(format!(
+                    "{}: truncated: line {} ends mid-row (the file was cut short); the charts show the {rows} \
+                     whole rows before it",
+                    path.display(),
+                    n + 1
+                ));
+                break;
+            }
+            rows += 1;
             let f: Vec<&str> = line.trim_end_matches(['\n', '\r']).split(',').collect();
             let err = |what: &str| bad("requests.csv", format!("line {}: {what}", n + 1));
             if f.len() < 14 {
@@ -164,6 +171,18 @@ impl RunData {
             }
             sample.offer(id, &r);
         }
-        Ok(RunData { scenario, label, records, cdf: sample.records, timeseries, timeline })
+        // The summary counts every request the run wrote a row for.
+        let expected = read("summary.json")
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v["num_requests"].as_u64());
+        if let Some(want) = expected.filter(|w| *w > rows && notes.is_empty()) {
+            notes.push(format!(
+                "{}: truncated: {rows} rows, but summary.json counts {want} requests; the charts show the rows \
+                 there are",
+                path.display()
+            ));
+        }
+        Ok(RunData { scenario, label, records, cdf: sample.records, timeseries, timeline, notes })
     }
 }

@@ -90,7 +90,9 @@ fn refused(set: &str) -> Option<String> {
         p == "file" || p == "trace" || p == "lengths" || p.ends_with("file") || p.ends_with("path")
     });
     (key == "workload" || names_file).then(|| {
-        format!("`{key}`: the playground's page cannot name files (traces, length tables) or replace the workload's tables")
+        format!(
+            "`{key}`: the playground's page cannot name files (traces, length tables) or replace the workload's tables"
+        )
     })
 }
 
@@ -616,7 +618,9 @@ mod tests {
         );
         assert!(e.contains("single values") && e.contains("workload.prompt_tokens"), "{e}");
         assert!(refused("workload.output_tokens=[1,2]").contains("not a list"));
-        for key in ["workload.prompt_tokens.file", "workload.trace.file", "workload.classes[0].lengths.file", "workload"] {
+        for key in
+            ["workload.prompt_tokens.file", "workload.trace.file", "workload.classes[0].lengths.file", "workload"]
+        {
             assert!(refused(&format!("{key}=\"/etc/passwd\"")).contains("cannot name files"), "{key}");
         }
         // Single values of any key still work, the escape-free spellings too.

@@ -6,7 +6,6 @@ use crate::config::LoadedScenario;
 use crate::error::{ConfigError, Error, Result, at};
 use crate::plot::{self, SweepPoint};
 use serde::{Deserialize, Serialize};
-use std::io::BufRead;
 use std::path::Path;
 
 /// Per-point results, one JSON object per line, in completion order.
@@ -59,10 +58,8 @@ impl SweepManifest {
     /// Reads `sweep-manifest.json` from a results folder.
     pub fn read(dir: &Path) -> Result<Self> {
         let p = dir.join(MANIFEST);
-        let text = std::fs::read_to_string(&p).map_err(|e| {
-            ConfigError::new(format!("cannot read {}: {e}", p.display()))
-                .hint("pass a folder written by `servesim sweep`")
-        })?;
+        let text = crate::export::read::read_whole(&p, crate::export::read::MAX_WHOLE_BYTES)
+            .map_err(|e| e.hint("pass a folder written by `servesim sweep`"))?;
         serde_json::from_str(&text).map_err(|e| ConfigError::new(format!("{}: {e}", p.display())).into())
     }
 
@@ -99,17 +96,38 @@ pub fn read_points_repair(path: &Path) -> Result<Vec<PointResult>> {
 
 /// Reads a `points.jsonl`, ignoring a last line cut short by an interruption.
 pub fn read_points(path: &Path) -> Result<Vec<PointResult>> {
-    let f = std::fs::File::open(path).map_err(at("read", path))?;
-    let lines: Vec<String> =
-        std::io::BufReader::new(f).lines().collect::<std::io::Result<_>>().map_err(at("read", path))?;
+    read_points_noting(path).map(|(points, _)| points)
+}
+
+/// Reads a `points.jsonl`; a last line cut short by an interruption is
+/// left out, and said: the second value names it and why it was dropped.
+pub fn read_points_noting(path: &Path) -> Result<(Vec<PointResult>, Option<String>)> {
+    let (f, _) = crate::export::read::open_regular(path)?;
+    let mut reader = std::io::BufReader::new(f);
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    while crate::export::read::read_line(&mut reader, &mut line, || format!("{}:{}", path.display(), lines.len() + 1))?
+        > 0
+    {
+        lines.push(line.trim_end_matches(['\n', '\r']).to_string());
+    }
     let mut out = Vec::new();
+    let mut torn = None;
     for (i, l) in lines.iter().enumerate() {
         if l.trim().is_empty() {
             continue;
         }
         match serde_json::from_str::<PointResult>(l) {
             Ok(p) => out.push((p, i + 1)),
-            Err(_) if i + 1 == lines.len() => {} // torn last line: that point reruns
+            // A torn last line: that point reruns on --resume.
+            Err(e) if i + 1 == lines.len() => {
+                torn = Some(format!(
+                    "{}:{}: the last line is not a whole point ({e}); it was left out (a sweep cut short \
+                     while writing it: `servesim sweep ... --resume` reruns that point)",
+                    path.display(),
+                    i + 1
+                ))
+            }
             Err(e) => return Err(ConfigError::new(format!("{}:{}: {e}", path.display(), i + 1)).into()),
         }
     }
@@ -127,7 +145,7 @@ pub fn read_points(path: &Path) -> Result<Vec<PointResult>> {
             .into());
         }
     }
-    Ok(out.into_iter().map(|(p, _)| p).collect())
+    Ok((out.into_iter().map(|(p, _)| p).collect(), torn))
 }
 
 /// An exclusive claim on a sweep folder while a sweep writes it: the file
@@ -357,13 +375,23 @@ pub fn write_charts(dir: &Path, manifest: &SweepManifest, points: &[PointResult]
 }
 
 /// Combines shard folders into `out`: the same files as one unsharded run.
-pub fn merge(dirs: &[std::path::PathBuf], out: &Path, partial: bool, force: bool) -> Result<Vec<PointResult>> {
+/// Returns the points, and what was left out (a shard's torn last line).
+pub fn merge(
+    dirs: &[std::path::PathBuf],
+    out: &Path,
+    partial: bool,
+    force: bool,
+) -> Result<(Vec<PointResult>, Vec<String>)> {
     let Some(first) = dirs.first() else {
         return Err(ConfigError::new("merge needs at least one results folder").into());
     };
     // Results already in `out` (another sweep's, or a shard's) are replaced only on request.
+    // A run's folder (manifest.json, summary.json, requests.csv) counts too.
     let existing: Vec<&str> =
-        [MANIFEST, POINTS, "sweep.csv", "sweep.json", REPORT].into_iter().filter(|f| out.join(f).exists()).collect();
+        [MANIFEST, POINTS, "sweep.csv", "sweep.json", REPORT, "manifest.json", "summary.json", "requests.csv"]
+            .into_iter()
+            .filter(|f| out.join(f).exists())
+            .collect();
     if !existing.is_empty() && !force {
         return Err(ConfigError::new(format!("{} already holds results ({})", out.display(), existing.join(", ")))
             .hint("pass --force to replace them, or --out DIR to write elsewhere")
@@ -371,6 +399,7 @@ pub fn merge(dirs: &[std::path::PathBuf], out: &Path, partial: bool, force: bool
     }
     let manifest = SweepManifest::read(first)?;
     let mut points: Vec<PointResult> = Vec::new();
+    let mut notes = Vec::new();
     for d in dirs {
         let m = SweepManifest::read(d)?;
         if !m.same_sweep(&manifest) {
@@ -378,7 +407,9 @@ pub fn merge(dirs: &[std::path::PathBuf], out: &Path, partial: bool, force: bool
                 .hint("merge only shards of the same scenario, grid and replications")
                 .into());
         }
-        for p in read_points(&d.join(POINTS))? {
+        let (read, torn) = read_points_noting(&d.join(POINTS))?;
+        notes.extend(torn);
+        for p in read {
             match points.iter().find(|q| q.index == p.index) {
                 // Compare serialised (NaN-safe) forms.
                 Some(q) if serde_json::to_string(q).ok() != serde_json::to_string(&p).ok() => {
@@ -399,9 +430,14 @@ pub fn merge(dirs: &[std::path::PathBuf], out: &Path, partial: bool, force: bool
             "the shards hold {} of {} points; missing: {}",
             points.len(),
             manifest.total_points,
-            missing.iter().take(20).cloned().collect::<Vec<_>>().join(", ") + if missing.len() > 20 { ", ..." } else { "" }
+            missing.iter().take(20).cloned().collect::<Vec<_>>().join(", ")
+                + if missing.len() > 20 { ", ..." } else { "" }
         ))
-        .hint("finish the missing shards (servesim sweep ... --shard K/N --resume), or pass --partial to merge what is there")
+        .hint(format!(
+            "finish the missing shards (servesim sweep ... --shard K/N --resume), or pass --partial to merge what is \
+             there{}",
+            notes.iter().map(|n| format!("\n  {n}")).collect::<String>()
+        ))
         .into());
     }
     crate::export::create_out_dir(out)?;
@@ -419,5 +455,5 @@ pub fn merge(dirs: &[std::path::PathBuf], out: &Path, partial: bool, force: bool
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(at("remove", &out.join(REPORT))(e)),
         _ => {}
     }
-    Ok(points)
+    Ok((points, notes))
 }

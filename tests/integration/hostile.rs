@@ -335,7 +335,10 @@ fn no_single_value_makes_a_run_unbounded() {
     // A huge request count is refused with the estimate and the flag that allows it.
     let (code, se) = run(&["run", "scenarios/quickstart.toml", "--set", "num_requests=1000000000", "--out", out]);
     assert_eq!(code, 2, "{se}");
-    assert!(se.contains("about 1.00e9 requests") && se.contains("time binds") && se.contains("--max-projected-time"), "{se}");
+    assert!(
+        se.contains("about 1.00e9 requests") && se.contains("time binds") && se.contains("--max-projected-time"),
+        "{se}"
+    );
     // Memory is flat past 10⁶ requests: the estimate says so, and does not refuse 10⁸.
     let (code, se) = run(&["check", "scenarios/quickstart.toml", "--set", "num_requests=100000000"]);
     assert_eq!(code, 0, "{se}");
@@ -398,6 +401,35 @@ fn no_single_value_makes_a_run_unbounded() {
     ]);
     assert_eq!(code, 2, "{se}");
     assert!(se.contains("the simulation was stopped") && se.contains("kv_transfer_gbps"), "{se}");
+    // Under the kernel cost model too: steps taken inline, after the last
+    // arrival, go back to the event loop at the clock limit (issue 26).
+    let (code, se) = run(&[
+        "run",
+        "scenarios/quickstart.toml",
+        "--set",
+        "cost.model=\"kernel\"",
+        "--set",
+        "cost.attention_efficiency_scale=1e-12",
+        "--set",
+        "num_requests=300",
+        "--out",
+        out,
+        "--force",
+    ]);
+    assert_eq!(code, 2, "{se}");
+    assert!(se.contains("the simulation was stopped") && se.contains("beyond the 1e9 s"), "{se}");
+    // Times no clock can represent are refused before they hang a run at flat memory.
+    for (scenario, set) in [
+        ("diurnal-day", "workload.diurnal.phase_s=1e308"),
+        ("mixed-classes", "workload.classes[2].on_off.off_mean_s=1e308"),
+        ("quickstart", "engine.preprocess_ms=1e300"),
+    ] {
+        let (code, se) =
+            run(&["check", &format!("scenarios/{scenario}.toml"), "--set", "duration_s=120", "--set", set]);
+        assert_eq!(code, 2, "{set}: {se}");
+        let key = set.split('=').next().unwrap();
+        assert!(se.contains(key) && se.contains("no simulated clock can represent it"), "{set}: {se}");
+    }
     // --max-wall-time stops a long run and writes nothing.
     let fresh = d.path().join("fresh");
     let (code, se) = run(&[

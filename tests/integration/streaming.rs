@@ -187,6 +187,32 @@ fn plot_rebuilds_the_runs_chart_sample_from_its_csv() {
     let (code, _, err) = outcome(&servesim_in(dir.path(), &["plot", "run"]));
     assert_eq!(code, 0, "{err}");
     assert!(dir.path().join("run/cdf.svg").exists());
+    assert!(!err.contains("truncated"), "{err}");
+    // A requests.csv cut short is said, whether it ends mid-row or on a row boundary (issue 26).
+    let csv = dir.path().join("run/requests.csv");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    std::fs::write(&csv, &text[..text.len() / 2]).unwrap();
+    let (code, _, err) = outcome(&servesim_in(dir.path(), &["plot", "run"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("requests.csv: truncated") && err.contains("ends mid-row"), "{err}");
+    let cut = text[..text.len() / 2].rfind('\n').unwrap() + 1;
+    std::fs::write(&csv, &text[..cut]).unwrap();
+    let (_, _, err) = outcome(&servesim_in(dir.path(), &["plot", "run"]));
+    assert!(err.contains("requests.csv: truncated") && err.contains("summary.json counts 250000"), "{err}");
+    // A requests.csv that is a device (an endless /dev/zero) is refused, not read.
+    #[cfg(unix)]
+    if std::path::Path::new("/dev/zero").exists() {
+        std::fs::remove_file(&csv).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &csv).unwrap();
+        let (code, _, err) = outcome(&servesim_in(dir.path(), &["plot", "run"]));
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("not a regular file"), "{err}");
+        std::fs::remove_file(&csv).unwrap();
+        std::fs::write(&csv, vec![b'7'; 3 << 20]).unwrap();
+        let (code, _, err) = outcome(&servesim_in(dir.path(), &["plot", "run"]));
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("a line over 1 MiB"), "{err}");
+    }
 }
 
 /// A request that times out while waiting stays in its replica's queue until

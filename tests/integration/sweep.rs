@@ -40,6 +40,16 @@ fn sweep(out: &Path, extra: &[&str]) -> String {
     ok(&args)
 }
 
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
 fn read(p: &Path) -> Vec<u8> {
     std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
@@ -86,6 +96,53 @@ fn shards_merge_into_the_unsharded_result_byte_for_byte() {
         "--out",
         d.path().join("m3").to_str().unwrap(),
     ]);
+    // A shard's torn last line is reported, not dropped silently (issue 26).
+    let torn = d.path().join("torn");
+    copy_dir(&shards[2], &torn);
+    let pts = torn.join("points.jsonl");
+    let text = std::fs::read_to_string(&pts).unwrap();
+    std::fs::write(&pts, &text[..text.trim_end().len() - 5]).unwrap();
+    let torn_name = torn.to_str().unwrap();
+    let partial = servesim(&[
+        "merge",
+        names[0].as_str(),
+        names[1].as_str(),
+        torn_name,
+        "--partial",
+        "--out",
+        d.path().join("m4").to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&partial.stderr);
+    assert_eq!(partial.status.code(), Some(0), "{err}");
+    assert!(err.contains("points.jsonl:") && err.contains("not a whole point") && err.contains("--resume"), "{err}");
+    let whole_merge = servesim(&[
+        "merge",
+        names[0].as_str(),
+        names[1].as_str(),
+        torn_name,
+        "--out",
+        d.path().join("m5").to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&whole_merge.stderr);
+    assert_eq!(whole_merge.status.code(), Some(2), "{err}");
+    assert!(err.contains("missing") && err.contains("not a whole point"), "{err}");
+    // A run's folder is results too: merging into it needs --force.
+    let run = d.path().join("run");
+    let o = servesim(&[
+        "run",
+        "scenarios/quickstart.toml",
+        "--set",
+        "num_requests=200",
+        "-q",
+        "--out",
+        run.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let into_run = servesim(&[args[..args.len() - 2].to_vec(), vec!["--out", run.to_str().unwrap()]].concat());
+    let err = String::from_utf8_lossy(&into_run.stderr);
+    assert_eq!(into_run.status.code(), Some(2), "{err}");
+    assert!(err.contains("summary.json") && err.contains("--force"), "{err}");
+    assert!(!run.join("sweep.csv").exists(), "a refused merge wrote into the run's folder");
     for f in ["sweep.csv", "sweep.json", "tradeoff.svg", "pareto.svg", "hockey.svg"] {
         assert_eq!(read(&whole.join(f)), read(&one_job.join(f)), "{f} depends on --jobs");
         assert_eq!(read(&whole.join(f)), read(&merged.join(f)), "{f}: merged shards differ from the unsharded sweep");
