@@ -474,7 +474,10 @@ fn dispatch(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Plot(a) => cmd_plot(&a.dir),
-        Command::Report(a) => finish_report(&a.dir, true, false),
+        Command::Report(a) => {
+            let _lock = export::FolderLock::take(&a.dir, "command")?;
+            finish_report(&a.dir, true, false)
+        }
         Command::Capacity(a) => {
             let (mut loaded, _) = load(&a.s, a.seed)?;
             loaded.min_requests = a.min_requests;
@@ -652,7 +655,9 @@ fn cmd_run(a: RunArgs) -> Result<()> {
     let (loaded, mut setup) = load(&a.s, a.seed)?;
     setup.attribution = a.attribution;
     let dir = a.out.clone().unwrap_or_else(|| Path::new("output").join(&setup.scenario.name));
-    let dir = prepare_out_dir(&dir, a.force)?;
+    let replaced = prepare_out_dir(&dir, a.force)?;
+    export::create_out_dir(&dir)?;
+    let _lock = export::FolderLock::take(&dir, "run")?;
     let seed = setup.scenario.seed;
     let requests = crate::limits::estimate(&setup).requests.map(|n| n as u64);
     let runs = 1 + loaded.scenario.baseline.is_some() as u64;
@@ -693,7 +698,7 @@ fn cmd_run(a: RunArgs) -> Result<()> {
         if let Some(b) = &base {
             print!("{}", export::format_baseline(&rep.summary, &b.summary));
         }
-        println!("results: {}", dir.display());
+        println!("results: {}{}", dir.display(), if replaced { " (replacing the previous run's)" } else { "" });
         if a.report {
             println!("report: {}", dir.join("report.html").display());
         }
@@ -912,6 +917,7 @@ fn cmd_calibrate(a: CalibrateArgs) -> Result<()> {
 }
 
 fn cmd_plot(dir: &Path) -> Result<()> {
+    let _lock = if dir.is_dir() { Some(export::FolderLock::take(dir, "command")?) } else { None };
     if dir.join(crate::sweep::MANIFEST).exists() {
         let m = crate::sweep::SweepManifest::read(dir)?;
         let points = crate::sweep::read_points(&dir.join(crate::sweep::POINTS))?;

@@ -3,6 +3,7 @@
 
 mod csv;
 mod html;
+mod lock;
 mod manifest;
 pub mod read;
 mod run_data;
@@ -12,6 +13,7 @@ mod table;
 
 pub use self::csv::{RequestsCsv, write_requests_csv};
 pub use html::{esc as html_escape, report_number, stages_html, write_html_report};
+pub use lock::FolderLock;
 pub use manifest::{Manifest, manifest};
 pub use run_data::{RunData, RunView, run_label};
 pub use run_folder::{write_run, write_run_charts, write_run_files};
@@ -20,7 +22,7 @@ pub use table::{format_baseline, format_check, format_summary, format_sweep};
 
 use crate::error::{ConfigError, Error, Result};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Files a run writes.
 pub const RUN_FILES: [&str; 11] = [
@@ -58,19 +60,31 @@ pub fn write_atomic(path: &Path, write: impl FnOnce(&mut dyn Write) -> std::io::
 }
 
 /// Checks a run's output folder before the run: refuses a path that cannot
-/// be a folder, and results already in it unless `force`. The folder itself
-/// is created with the run's [`Staging`].
-pub fn prepare_out_dir(dir: &Path, force: bool) -> Result<PathBuf> {
+/// be a folder, and results already in it unless `force` or a servesim run
+/// wrote them (its `manifest.json` says so: rerunning a run replaces its
+/// results, all or nothing). The folder itself is created with the run's
+/// [`Staging`]. Returns whether earlier results will be replaced.
+pub fn prepare_out_dir(dir: &Path, force: bool) -> Result<bool> {
     check_out_dir(dir)?;
-    if !force {
-        let existing: Vec<&str> = RUN_FILES.iter().copied().filter(|f| dir.join(f).exists()).collect();
-        if !existing.is_empty() {
+    let existing: Vec<&str> = RUN_FILES.iter().copied().filter(|f| dir.join(f).exists()).collect();
+    if !force && !existing.is_empty() && !written_by_a_run(dir) {
+        {
             return Err(ConfigError::new(format!("{} already holds results ({})", dir.display(), existing.join(", ")))
                 .hint("pass --force to replace them, or --out DIR to write elsewhere")
                 .into());
         }
     }
-    Ok(dir.to_path_buf())
+    Ok(!existing.is_empty())
+}
+
+/// Whether `dir` holds results a `servesim run` wrote: a manifest naming
+/// the servesim version and the run's files, and no sweep's files.
+fn written_by_a_run(dir: &Path) -> bool {
+    let Ok(text) = read::read_whole(&dir.join("manifest.json"), 1 << 20) else { return false };
+    let Ok(m) = serde_json::from_str::<serde_json::Value>(&text) else { return false };
+    m["servesim_version"].is_string()
+        && m["files"].as_array().is_some_and(|f| f.iter().any(|x| x == "summary.json"))
+        && !dir.join(crate::sweep::MANIFEST).exists()
 }
 
 /// Refuses an output path that cannot become a folder: a file, or a

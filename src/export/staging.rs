@@ -91,14 +91,15 @@ fn remove_if_present(p: &Path) -> Result<()> {
 
 /// Removes staging folders and atomic-write temporaries (`.<file>.tmp-<pid>`)
 /// in `dir` whose process is gone. Best effort: what cannot be removed stays.
-fn remove_stale(dir: &Path) {
+pub(super) fn remove_stale(dir: &Path) {
     let Ok(rd) = std::fs::read_dir(dir) else { return };
     for e in rd.filter_map(|e| e.ok()) {
         let name = e.file_name().to_string_lossy().into_owned();
         let pid = if let Some(rest) = name.strip_prefix(".staging-") {
             rest.split('-').next().and_then(|p| p.parse::<u32>().ok())
         } else if name.starts_with('.') {
-            name.rsplit_once(".tmp-").and_then(|(_, p)| p.parse::<u32>().ok())
+            // `.<file>.tmp-<pid>`, or `.<chart>.png.tmp-<pid>.png` (the chart writer wants the extension).
+            name.rsplit_once(".tmp-").and_then(|(_, p)| p.split('.').next()?.parse::<u32>().ok())
         } else {
             None
         };

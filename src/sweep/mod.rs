@@ -475,7 +475,7 @@ pub fn run_sweep(
     let manifest = SweepManifest::new(loaded, grid, reps, points.len());
     let points_file = dir.join(POINTS);
     crate::export::create_out_dir(dir)?;
-    let _lock = output::SweepLock::take(dir)?;
+    let _lock = crate::export::FolderLock::take(dir, "sweep")?;
     let mut done: Vec<PointResult> = Vec::new();
     if points_file.exists() {
         if opts.resume {

@@ -148,54 +148,6 @@ pub fn read_points_noting(path: &Path) -> Result<(Vec<PointResult>, Option<Strin
     Ok((out.into_iter().map(|(p, _)| p).collect(), torn))
 }
 
-/// An exclusive claim on a sweep folder while a sweep writes it: the file
-/// `.lock` holds the writer's pid. A second sweep (two `--resume` at once
-/// duplicated most points) is refused; a lock left by a dead process is taken over.
-pub struct SweepLock {
-    path: std::path::PathBuf,
-}
-
-impl SweepLock {
-    /// Takes the lock of sweep folder `dir` (which must exist).
-    pub fn take(dir: &Path) -> Result<Self> {
-        let path = dir.join(".lock");
-        for _ in 0..2 {
-            match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
-                Ok(mut f) => {
-                    std::io::Write::write_all(&mut f, std::process::id().to_string().as_bytes())
-                        .map_err(at("write", &path))?;
-                    return Ok(SweepLock { path });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    let holder = std::fs::read_to_string(&path).ok().and_then(|s| s.trim().parse::<u32>().ok());
-                    let alive = holder.is_none_or(|pid| crate::export::staging::alive(pid, &path));
-                    if alive {
-                        return Err(ConfigError::new(format!(
-                            "another sweep (pid {}) is writing {}",
-                            holder.map_or("?".into(), |p| p.to_string()),
-                            dir.display()
-                        ))
-                        .hint(format!(
-                            "wait for it to finish, or use another --out; if no sweep runs, remove {}",
-                            path.display()
-                        ))
-                        .into());
-                    }
-                    std::fs::remove_file(&path).map_err(at("remove", &path))?;
-                }
-                Err(e) => return Err(at("create", &path)(e)),
-            }
-        }
-        Err(Error::Runtime(format!("cannot take the lock {}", path.display())))
-    }
-}
-
-impl Drop for SweepLock {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
 }
@@ -441,6 +393,7 @@ pub fn merge(
         .into());
     }
     crate::export::create_out_dir(out)?;
+    let _lock = crate::export::FolderLock::take(out, "command")?;
     let merged = SweepManifest { shard: None, ..manifest };
     crate::export::write_json(&out.join(MANIFEST), &merged)?;
     crate::export::write_atomic(&out.join(POINTS), |w| {

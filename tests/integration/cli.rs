@@ -75,6 +75,14 @@ fn run_writes_results_and_refuses_to_overwrite() {
     assert_eq!(names.len(), 11, "{names:?}");
     assert!(names.iter().all(|n| !n.starts_with('.')), "{names:?}");
 
+    // Running it again replaces the run's results, without --force; a
+    // folder whose results servesim did not write is left alone.
+    let before = std::fs::read(out.join("summary.json")).unwrap();
+    let again =
+        servesim(&["run", "scenarios/quickstart.toml", "--out", out.to_str().unwrap(), "--set", "num_requests=50"]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again).1);
+    assert_ne!(std::fs::read(out.join("summary.json")).unwrap(), before, "the rerun's results are not there");
+    std::fs::remove_file(out.join("manifest.json")).unwrap();
     let before = std::fs::read(out.join("summary.json")).unwrap();
     let again =
         servesim(&["run", "scenarios/quickstart.toml", "--out", out.to_str().unwrap(), "--set", "num_requests=50"]);

@@ -496,27 +496,26 @@ fn a_run_folder_is_replaced_all_or_nothing_and_stale_temporaries_go() {
     // kill -9 left temporaries that later runs never removed: a dead
     // process's are removed now, a live one's (ours) stay.
     std::fs::write(out.join(".requests.csv.tmp-999999999"), "partial").unwrap();
+    // A chart temporary from a full disk keeps its extension (issue 26).
+    std::fs::write(out.join(".pareto.png.tmp-999999999.png"), "partial").unwrap();
     std::fs::create_dir(out.join(".staging-999999999-0")).unwrap();
     std::fs::write(out.join(".staging-999999999-0/summary.json"), "{}").unwrap();
     let live = format!(".summary.json.tmp-{}", std::process::id());
     std::fs::write(out.join(&live), "ours").unwrap();
     // A new run without --report and without a baseline replaces every file
-    // of the old one: nothing of it stays beside the new results.
+    // of the old one: nothing of it stays beside the new results. A folder
+    // a servesim run wrote is replaced without --force: rerunning is the
+    // commonest thing a user does (issue 26).
     std::fs::write(out.join("notes.txt"), "the user's own file").unwrap();
-    let o = servesim_in(
-        root(),
-        &[
-            "run",
-            "scenarios/quickstart.toml",
-            "-q",
-            "--set",
-            "num_requests=300",
-            "--force",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(outcome(&o).0, 0);
+    let rerun = |out: &Path| {
+        servesim_in(
+            root(),
+            &["run", "scenarios/quickstart.toml", "--set", "num_requests=300", "--out", out.to_str().unwrap()],
+        )
+    };
+    let (code, so, se) = outcome(&rerun(&out));
+    assert_eq!(code, 0, "{se}");
+    assert!(so.contains("(replacing the previous run's)"), "{so}");
     let mut names: Vec<String> =
         std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     names.sort();
@@ -526,6 +525,22 @@ fn a_run_folder_is_replaced_all_or_nothing_and_stale_temporaries_go() {
     let m: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
     assert!(m.to_string().contains("quickstart"), "the manifest is the new run's");
+    // Results servesim did not write (no manifest of a run) still need --force.
+    let foreign = d.path().join("foreign");
+    std::fs::create_dir(&foreign).unwrap();
+    std::fs::write(foreign.join("summary.json"), "{\"mine\": 1}").unwrap();
+    let (code, _, se) = outcome(&rerun(&foreign));
+    assert_eq!(code, 2, "{se}");
+    assert!(se.contains("already holds results") && se.contains("--force"), "{se}");
+    // A folder another run is writing is refused, not raced (two `run --out X`
+    // at once both exited 0 and one set of results disappeared).
+    std::fs::write(out.join(".lock"), std::process::id().to_string()).unwrap();
+    let (code, _, se) = outcome(&rerun(&out));
+    assert_eq!(code, 2, "{se}");
+    assert!(se.contains("another run") && se.contains(".lock"), "{se}");
+    std::fs::remove_file(out.join(".lock")).unwrap();
+    assert_eq!(outcome(&rerun(&out)).0, 0);
+    assert!(!out.join(".lock").exists(), "the lock outlived its run");
 }
 
 #[test]
