@@ -187,6 +187,29 @@ impl Report {
     /// drawn, so a warm-up at or beyond it is caught here rather than
     /// printed as a run of zeros.
     pub fn check_measured(&self) -> std::result::Result<(), ConfigError> {
+        // Every measured request refused because it can never be served: the
+        // run measured the configuration's limits, not a service.
+        let m = &self.summary.metrics;
+        let never_fit = ["exceeds_max_model_len", "exceeds_kv_capacity", "exceeds_token_budget"];
+        let refused: u64 =
+            m.failures_by_reason.iter().filter(|(k, _)| never_fit.contains(&k.as_str())).map(|(_, n)| n).sum();
+        if m.measured_requests > 0 && m.completed == 0 && refused == m.measured_requests {
+            let why: Vec<String> = m.failures_by_reason.iter().map(|(k, n)| format!("{n} {k}")).collect();
+            let from = if self.setup.scenario.workload.trace.is_some() { "row of the trace" } else { "request" };
+            return Err(ConfigError::new(format!(
+                "every measured {from} was refused before it could run ({}): there is no latency to report",
+                why.join(", ")
+            ))
+            .key(if refused == m.failures_by_reason.get("exceeds_max_model_len").copied().unwrap_or(0) {
+                "engine.max_model_len"
+            } else {
+                "workload"
+            })
+            .hint(
+                "raise engine.max_model_len (within the model's context), set workload.on_too_long = \"clip\", or \
+                 check the trace's token columns",
+            ));
+        }
         let warmup = self.setup.scenario.warmup_s;
         if warmup <= 0.0 || self.summary.metrics.measured_requests > 0 {
             return Ok(());

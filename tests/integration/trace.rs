@@ -278,3 +278,34 @@ fn trace_labels_become_classes_and_sessions_are_stated() {
     assert!(classes.contains_key("batch") && classes.contains_key("chat"), "{classes:?}");
     assert!(s["kv_cache"]["prefix_sharing"].as_str().is_some_and(|t| t.contains("prefix caching")));
 }
+
+/// A trace whose every row is longer than max_model_len measured nothing:
+/// it said "stable" with NaN latencies and exited 0 (issue 26).
+#[test]
+fn a_trace_whose_every_row_is_refused_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("t.csv"),
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,200000,10\n\
+         2023-11-16 18:15:47.6805900,300000,10\n2023-11-16 18:15:48.6805900,250000,10\n",
+    )
+    .unwrap();
+    let scenario = "[model]\nname = \"llama-3.1-8b\"\n[workload.trace]\nfile = \"t.csv\"\nformat = \"azure\"\n";
+    let (code, _, se) = cli(dir.path(), scenario);
+    assert_eq!(code, 2, "{se}");
+    assert!(
+        se.contains("every measured row of the trace was refused") && se.contains("3 exceeds_max_model_len"),
+        "{se}"
+    );
+    assert!(se.contains("max_model_len") && se.contains("on_too_long"), "{se}");
+    assert!(!dir.path().join("out/summary.json").exists(), "results were written");
+    // One row that fits is a run (with its failures counted).
+    std::fs::write(
+        dir.path().join("t.csv"),
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,200000,10\n\
+         2023-11-16 18:15:47.6805900,300,10\n",
+    )
+    .unwrap();
+    let (code, _, se) = cli(dir.path(), scenario);
+    assert_eq!(code, 0, "{se}");
+}
