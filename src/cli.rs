@@ -515,8 +515,8 @@ fn dispatch(cli: Cli) -> Result<()> {
 fn baseline_setup(loaded: &LoadedScenario, a: &ScenarioArgs) -> Result<Option<Setup>> {
     let Some(b) = &loaded.scenario.baseline else { return Ok(None) };
     let over: Vec<(String, toml::Value)> = b.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    let s = loaded.derive(&over, "baseline")?;
-    Ok(Some(resolve(&s, &open_catalog(a.models.as_deref())?).map_err(|e| loaded.locate(e))?))
+    let s = loaded.derive(&over, "baseline").map_err(|e| loaded.locate_baseline(e, &over))?;
+    Ok(Some(resolve(&s, &open_catalog(a.models.as_deref())?).map_err(|e| loaded.locate_baseline(e, &over))?))
 }
 
 /// A progress line on stderr for a long command: requests simulated (of

@@ -58,6 +58,13 @@ impl ConfigError {
     pub fn from_toml(e: &toml::de::Error, text: &str, file: &Path) -> Self {
         let msg = e.message().trim().to_string();
         let mut err = ConfigError::new(plain_type_message(&msg)).file(file);
+        if msg.starts_with("duplicate key")
+            && let Some(span) = e.span()
+            && let Some((key, first)) = duplicated(text, span.start)
+        {
+            err.message = format!("duplicate key: it is already set{first}");
+            return err.at_offset(text, span.start).key(key).hint("keep one of them and delete the other");
+        }
         if let Some(span) = e.span() {
             err = err.at_offset(text, span.start);
             if let Some(key) = crate::config::key_at(text, span.start) {
@@ -69,6 +76,33 @@ impl ConfigError {
         }
         err
     }
+}
+
+/// The dotted key a "duplicate key" error at byte `at` of `text` is about
+/// (a key, or a `[table]` header given twice), and where it was first set
+/// (" at line N", or "" when not found).
+fn duplicated(text: &str, at: usize) -> Option<(String, String)> {
+    let line_start = text[..at.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[line_start..].lines().next()?.trim();
+    let header = |l: &str| {
+        let l = l.trim();
+        (l.starts_with('[') && !l.starts_with("[[")).then(|| l.trim_matches(['[', ']', ' ']).to_string())
+    };
+    let key_of = |l: &str| l.split_once('=').map(|(k, _)| k.trim().trim_matches('"').to_string());
+    let lines: Vec<&str> = text[..line_start].lines().collect();
+    let (key, first) = if let Some(table) = header(line) {
+        let first = lines.iter().position(|l| header(l).as_deref() == Some(table.as_str()));
+        (table, first)
+    } else {
+        let name = key_of(line)?;
+        // The table this line is in: the last header above it.
+        let start = lines.iter().rposition(|l| header(l).is_some() || l.trim().starts_with("[["));
+        let table = start.and_then(|i| header(lines[i]));
+        let from = start.map_or(0, |i| i + 1);
+        let first = lines[from..].iter().position(|l| key_of(l).as_deref() == Some(name.as_str())).map(|i| i + from);
+        (table.map_or(name.clone(), |t| format!("{t}.{name}")), first)
+    };
+    Some((key, first.map_or(String::new(), |i| format!(" at line {}", i + 1))))
 }
 
 /// serde's type names in words a scenario author knows.

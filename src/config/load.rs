@@ -534,6 +534,15 @@ pub fn key_at(text: &str, offset: usize) -> Option<String> {
 
 /// Byte offset of the value of a dotted key in a TOML text, or of the nearest
 /// table that exists on the path.
+/// The byte offset of entry `key` (taken literally: `"engine.max_num_seqs"`)
+/// of top-level table `table` in a TOML text.
+pub fn locate_entry(text: &str, table: &str, key: &str) -> Option<usize> {
+    let root = toml::de::DeTable::parse(text).ok()?;
+    let (_, t) = root.get_ref().iter().find(|(k, _)| k.get_ref().as_ref() == table)?;
+    let toml::de::DeValue::Table(t) = t.get_ref() else { return None };
+    t.iter().find(|(k, _)| k.get_ref().as_ref() == key).map(|(k, _)| k.span().start)
+}
+
 pub fn locate_key(text: &str, key: &str) -> Option<usize> {
     let root = toml::de::DeTable::parse(text).ok()?;
     let mut table = root.get_ref();
@@ -594,6 +603,34 @@ impl LoadedScenario {
             ConfigError::new(format!("{what}: {message}")).file(&self.path).key(key).hint(hint)
         })?;
         Ok(s)
+    }
+
+    /// Places an error of the `[baseline]` run at the baseline entry that
+    /// causes it (the one that fails alone, or the entry named by the
+    /// error's key): its file and line, and its key when the error has none.
+    pub fn locate_baseline(&self, mut err: ConfigError, entries: &[(String, toml::Value)]) -> ConfigError {
+        let by_key =
+            err.key.as_ref().and_then(|k| entries.iter().find(|(e, _)| e == k || k.starts_with(&format!("{e}."))));
+        let culprit = by_key.or_else(|| {
+            entries.iter().find(|e| {
+                let alone = std::slice::from_ref(*e);
+                self.derive(alone, "baseline").is_err_and(|x| x.message == err.message || x.key == err.key)
+            })
+        });
+        let Some((key, _)) = culprit else { return self.locate(err) };
+        if err.key.is_none() {
+            err = err.key(key.clone());
+        }
+        err.file = Some(self.path.clone());
+        err.line = None;
+        err.column = None;
+        if let Some(off) = locate_entry(&self.text, "baseline", key) {
+            err = err.at_offset(&self.text, off);
+        }
+        if !err.message.starts_with("baseline") {
+            err.message = format!("baseline: {}", err.message);
+        }
+        err
     }
 
     /// Places an error about a key of this scenario at its file and line

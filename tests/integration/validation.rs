@@ -399,3 +399,48 @@ fn calibrate_fits_a_serving_results_table() {
     assert_eq!(c.skipped.len(), 1, "the row of a model the catalogue lacks");
     assert!(c.held_out.is_some(), "rows are held out in turn");
 }
+
+/// "duplicate key" came bare in 742 of a hostile tester's mutations: the
+/// error names the key (with its table) and where it was first set.
+#[test]
+fn a_duplicate_key_is_named_with_where_it_was_first_set() {
+    let dir = tempfile::tempdir().unwrap();
+    for (text, key, first) in [
+        ("name = \"x\"\n[model]\nname = \"llama-3.1-8b\"\nname = \"qwen\"\n", "`model.name`", "line 3"),
+        (
+            "[model]\nname = \"llama-3.1-8b\"\n[engine]\nmax_num_seqs = 4\n[engine]\nmax_num_seqs = 5\n",
+            "`engine`",
+            "line 3",
+        ),
+        ("seed = 1\nseed = 2\n[model]\nname = \"llama-3.1-8b\"\n", "`seed`", "line 1"),
+    ] {
+        let p = dir.path().join("s.toml");
+        std::fs::write(&p, text).unwrap();
+        let e = servesim::config::load_scenario(&p, &[]).unwrap_err().to_string();
+        assert!(e.contains(key) && e.contains("duplicate key") && e.contains(first), "{e}");
+    }
+}
+
+/// `[baseline]` errors named neither the key nor the line (issue 26).
+#[test]
+fn baseline_errors_name_the_entry_and_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("s.toml");
+    for (entry, key, words) in [
+        ("\"engine.max_num_seqs\" = 0", "`engine.max_num_seqs`", "at least 1"),
+        ("\"engine.max_num_sqs\" = 3", "`engine.max_num_sqs`", "unknown field"),
+        ("\"engine.max_num_seqs\" = \"a\"", "`engine.max_num_seqs`", "found string"),
+        ("engine = 3", "`engine`", "found the number"),
+        ("\"workload.rate\" = -1", "`workload.rate`", "positive"),
+    ] {
+        let text = format!(
+            "name = \"x\"\nnum_requests = 100\n[model]\nname = \"llama-3.1-8b\"\n[workload]\nrate = 2\n\
+             prompt_tokens = {{ dist = \"fixed\", value = 100 }}\noutput_tokens = {{ dist = \"fixed\", value = 10 }}\n\
+             [baseline]\n\"hardware.router\" = \"random\"\n{entry}\n"
+        );
+        std::fs::write(&p, text).unwrap();
+        let (code, _, se) = crate::common::outcome(&crate::common::servesim_in(dir.path(), &["check", "s.toml"]));
+        assert_eq!(code, 2, "{entry}: {se}");
+        assert!(se.contains("s.toml:11:1") && se.contains(key) && se.contains(words), "{entry}: {se}");
+    }
+}
