@@ -887,7 +887,13 @@ fn cmd_calibrate(a: CalibrateArgs) -> Result<()> {
         name: a.name.clone(),
     };
     let progress = Progress::start("calibrating", None, false);
-    let (calibration, profile) = crate::calibrate::run(&opts, &catalog)?;
+    // Every error names the measurements it is about.
+    let (calibration, profile) = crate::calibrate::run(&opts, &catalog).map_err(|e| match e {
+        crate::Error::Config(c) if c.file.is_none() && !c.message.contains(&a.input) => {
+            crate::Error::Config(ConfigError { message: format!("calibrating {}: {}", a.input, c.message), ..c })
+        }
+        other => other,
+    })?;
     drop(progress);
     print!("{}", crate::calibrate::format_run(&calibration));
     let dir = a.out.clone().unwrap_or_else(|| Path::new("output").join(format!("calibrate-{}", calibration.profile)));

@@ -286,7 +286,8 @@ pub fn splitwise(
             "e2e_time",
         ],
     )?;
-    type Reps = Vec<(f64, f64, f64)>;
+    /// The first row's file line, and each row's times.
+    type Reps = (usize, Vec<(f64, f64, f64)>);
     let mut groups: BTreeMap<(String, String, u32, u32, u32, u32), Reps> = BTreeMap::new();
     let mut skipped = Vec::new();
     for (i, r) in t.rows.iter().enumerate() {
@@ -294,10 +295,14 @@ pub fn splitwise(
         let times = ["prompt_time", "token_time", "e2e_time"].map(|c| t.num(r, c));
         // Sizes are whole numbers of at least 1, times positive: anything
         // else is a broken row (it panicked in the arithmetic below).
-        if sizes.iter().any(|x| !(x.is_finite() && *x >= 1.0 && *x < 1e9))
+        if sizes.iter().any(|x| !(x.is_finite() && *x >= 1.0 && *x < 1e9 && x.fract() == 0.0))
             || times.iter().any(|x| !(x.is_finite() && *x > 0.0))
         {
-            skipped.push(format!("data row {}: sizes must be whole numbers >= 1 and times positive", i + 1));
+            skipped.push(format!(
+                "{}:{}: sizes must be whole numbers >= 1 and times positive",
+                path.display(),
+                t.lines[i]
+            ));
             continue;
         }
         let key = (
@@ -308,13 +313,13 @@ pub fn splitwise(
             sizes[2] as u32,
             sizes[3] as u32,
         );
-        groups.entry(key).or_default().push((times[0], times[1], times[2]));
+        groups.entry(key).or_insert_with(|| (t.lines[i], Vec::new())).1.push((times[0], times[1], times[2]));
     }
     let mut setups: Vec<(String, String, u32, u64)> = Vec::new();
     let mut setup_specs = Vec::new();
     let mut points = Vec::new();
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    for ((model, hw, tp, p, b, out), reps) in &groups {
+    for ((model, hw, tp, p, b, out), (line, reps)) in &groups {
         let Some(llm) = catalog.model(model) else {
             if !skipped.iter().any(|s: &String| s.starts_with(model.as_str())) {
                 skipped
@@ -333,8 +338,25 @@ pub fn splitwise(
                     llm.key
                 );
                 let cat = std::sync::Arc::new(catalog.clone());
-                let loaded = crate::config::load_scenario_str_with(&text, Path::new("splitwise.toml"), &[], &cat)?;
-                let (mut spec, capacity) = setup_of(&loaded.scenario, catalog)?;
+                // The engine set up for these rows; a row it cannot be (a GPU
+                // not in the catalogue, weights that do not fit) is skipped
+                // with its file line and why.
+                let set_up = crate::config::load_scenario_str_with(&text, Path::new("row.toml"), &[], &cat)
+                    .and_then(|l| setup_of(&l.scenario, catalog));
+                let (mut spec, capacity) = match set_up {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let why = e.key.as_ref().map_or(e.message.clone(), |k| format!("`{k}`: {}", e.message));
+                        let what = format!("{model} on {hw} tp {tp} ");
+                        if !skipped.iter().any(|s| s.contains(&what)) {
+                            skipped.push(format!(
+                                "{}:{line}: {what}(and the rows like it) cannot be set up: {why}",
+                                path.display()
+                            ));
+                        }
+                        continue;
+                    }
+                };
                 if let Some(user) = scenario {
                     // The scenario's own [cost] keys (and --set ones) apply to
                     // every step, as they do to the scenario's runs.
@@ -364,7 +386,7 @@ pub fn splitwise(
         let prompt_times: Vec<f64> = groups
             .iter()
             .filter(|(k, _)| k.0 == *model && k.1 == *hw && k.2 == *tp && k.3 == *p && k.4 == *b)
-            .flat_map(|(_, v)| v.iter().map(|r| r.0))
+            .flat_map(|(_, (_, v))| v.iter().map(|r| r.0))
             .collect();
         // A fold keeps a configuration's prefill and decode points together.
         let fold = format!("{group} b={b} p={p}");

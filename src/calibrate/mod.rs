@@ -135,6 +135,16 @@ pub struct Sim {
     pub text: String,
 }
 
+impl Sim {
+    /// An error of this simulation's set-up, about its run rather than a
+    /// file: the scenario text is servesim's own, so the error names the
+    /// run (`name`) and the key, never a line of a file that does not exist.
+    fn error(&self, e: ConfigError) -> ConfigError {
+        let what = e.key.as_ref().map_or(e.message.clone(), |k| format!("`{k}`: {}", e.message));
+        ConfigError { message: format!("{}: {what}", self.name), file: None, line: None, column: None, key: None, ..e }
+    }
+}
+
 /// What to fit and what to fit it to.
 #[derive(Debug, Clone)]
 pub struct Problem {
@@ -203,8 +213,9 @@ impl Problem {
                 let sim = &self.sims[s];
                 let cat = std::sync::Arc::new(catalog.clone());
                 let loaded =
-                    crate::config::load_scenario_str_with(&sim.text, std::path::Path::new(&sim.name), &sets, &cat)?;
-                let setup = crate::resolve(&loaded.scenario, catalog)?;
+                    crate::config::load_scenario_str_with(&sim.text, std::path::Path::new(&sim.name), &sets, &cat)
+                        .map_err(|e| sim.error(e))?;
+                let setup = crate::resolve(&loaded.scenario, catalog).map_err(|e| sim.error(e))?;
                 Ok((s, crate::run_lean(&setup, loaded.scenario.seed).summary))
             })
             .collect();
@@ -251,10 +262,13 @@ impl Problem {
             .par_iter()
             .map(|sim| {
                 crate::config::load_scenario_str_with(&sim.text, std::path::Path::new(&sim.name), &[], &cat)
-                    .map_err(crate::Error::from)
-                    .and_then(|l| crate::resolve(&l.scenario, catalog).map(|_| ()).map_err(crate::Error::from))
+                    .and_then(|l| crate::resolve(&l.scenario, catalog).map(|_| ()))
                     .err()
-                    .map(|e| e.to_string().lines().next().unwrap_or("").to_string())
+                    .map(|e| {
+                        let e = sim.error(e);
+                        let e = e.message.strip_prefix(&format!("{}: ", sim.name)).unwrap_or(&e.message).to_string();
+                        e.lines().next().unwrap_or("").to_string()
+                    })
             })
             .collect();
         for (i, why) in refused.iter().enumerate() {
@@ -319,9 +333,17 @@ pub fn calibrate(
     folds: usize,
 ) -> crate::Result<Calibration> {
     if problem.points.is_empty() {
-        return Err(ConfigError::new("no usable measurements in the input")
-            .hint("check the file's format (servesim calibrate --help lists the formats)")
-            .into());
+        let why: String = problem.skipped.iter().take(5).map(|s| format!("\n  skipped: {s}")).collect();
+        return Err(ConfigError::new(format!(
+            "no usable measurements in the input{}{why}",
+            if problem.skipped.len() > 5 {
+                format!(" ({} rows skipped; the first 5:)", problem.skipped.len())
+            } else {
+                String::new()
+            }
+        ))
+        .hint("fix the rows named above, or check the file's format (servesim calibrate --help lists the formats)")
+        .into());
     }
     let params: Vec<lm::Param> = keys.iter().map(|(k, v)| param_for(k, *v)).collect::<Result<_, _>>()?;
     let all: Vec<usize> = (0..problem.points.len()).collect();

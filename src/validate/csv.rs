@@ -9,6 +9,8 @@ pub struct Table {
     pub header: Vec<String>,
     /// Rows of fields, as text.
     pub rows: Vec<Vec<String>>,
+    /// The file line (from 1) of each row.
+    pub lines: Vec<usize>,
 }
 
 impl Table {
@@ -27,14 +29,16 @@ impl Table {
         let Some((_, head)) = lines.next() else { return Err((1, "no header line".into())) };
         let header = split(head);
         let mut rows = Vec::new();
+        let mut at = Vec::new();
         for (line, l) in lines {
             let r = split(l);
             if r.len() != header.len() {
                 return Err((line, format!("the row has {} fields, the header has {}", r.len(), header.len())));
             }
             rows.push(r);
+            at.push(line);
         }
-        Ok(Table { header, rows })
+        Ok(Table { header, rows, lines: at })
     }
 
     /// The first of `names` that is not a column, if any.

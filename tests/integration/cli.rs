@@ -321,6 +321,44 @@ fn calibrate_writes_a_profile_and_rejects_bad_input() {
     let (_, se) = text(&o);
     assert_eq!(o.status.code(), Some(2), "{se}");
     assert!(se.contains("steps.csv") && se.contains("line 3") && se.contains("decode_seqs"), "{se}");
+    // A Splitwise row servesim cannot set up (a GPU not in the catalogue) is
+    // skipped with its file and line; errors never point at a file servesim
+    // made up (they said splitwise.toml:5:14, issue 26).
+    let sw = dir.path().join("sw.csv");
+    let head = "model,hardware,prompt_size,batch_size,token_size,prompt_time,token_time,e2e_time,tensor_parallel\n";
+    let row = |gpu: &str, tp: &str| format!("llama2-70b,{gpu},512,1,128,196.25,54.88,7168.98,{tp}\n");
+    // Rows of the Splitwise A100 profile (validation/data/splitwise_perf_model_a100.csv).
+    let good = "llama2-70b,a100-80gb,1024,1,128,377.06,54.89,7352.52,2\n\
+                llama2-70b,a100-80gb,2048,1,128,685.57,54.93,7667.07,2\n\
+                llama2-70b,a100-80gb,512,16,128,3220.06,66.08,11624.73,2\n\
+                llama2-70b,a100-80gb,512,4,128,843.27,60.61,8546.06,2\n";
+    std::fs::write(&sw, format!("{head}{}{}{good}", row("a100-80gb", "2"), row("zz-gpu", "2"))).unwrap();
+    let o = servesim(&[
+        "calibrate",
+        sw.to_str().unwrap(),
+        "--preset",
+        "vllm-v0",
+        "--out",
+        dir.path().join("c").to_str().unwrap(),
+    ]);
+    let (so, se) = text(&o);
+    let all = format!("{so}{se}");
+    assert!(all.contains("sw.csv:3: llama2-70b on zz-gpu tp 2") && all.contains("unknown gpu"), "{all}");
+    assert!(!all.contains("splitwise.toml") && !all.contains("row.toml"), "{all}");
+    // A tensor-parallel degree that is not a whole number is a broken row, not tp 1.
+    std::fs::write(&sw, format!("{head}{}", row("a100-80gb", "1.5"))).unwrap();
+    let o = servesim(&[
+        "calibrate",
+        sw.to_str().unwrap(),
+        "--preset",
+        "vllm-v0",
+        "--out",
+        dir.path().join("c").to_str().unwrap(),
+    ]);
+    let (so, se) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{so}{se}");
+    assert!(format!("{so}{se}").contains("sw.csv:2: sizes must be whole numbers"), "{so}{se}");
+    assert!(se.contains("sw.csv"), "the error does not name the file: {se}");
     // A per-step CSV without a scenario is refused with the fix.
     let o = servesim(&["calibrate", steps.to_str().unwrap(), "--preset", "vllm-v1"]);
     assert_eq!(o.status.code(), Some(2));
