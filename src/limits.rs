@@ -178,7 +178,11 @@ impl Estimate {
             parts.push(format!("about {} requests", human(n)));
         }
         if let Some(t) = self.projected_s() {
-            parts.push(format!("about {} of wall time", duration(t)));
+            parts.push(if t < 1.0 {
+                "under a second of wall time".into()
+            } else {
+                format!("about {} of wall time", duration(t))
+            });
         }
         parts.push(format!("about {} of memory", bytes(self.memory_bytes)));
         if let Some(h) = self.horizon_s {

@@ -1,5 +1,7 @@
-//! The playground's HTTP side: routes, URL decoding, and a few threads
-//! serving requests from a `tiny_http` server bound to 127.0.0.1.
+//! The playground's HTTP side: routes, URL decoding, and a small HTTP/1.1
+//! server on 127.0.0.1 with bounded request heads, per-connection
+//! timeouts, a fixed pool of threads and a bounded queue of connections
+//! ([`limits`]); one request per connection.
 //!
 //! Routes (all GET; HEAD too):
 //! - `/`: the page, with the results of the state in the query;
@@ -15,9 +17,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
-
-/// Threads answering requests.
-const WORKERS: usize = 4;
 
 /// One HTTP answer.
 #[derive(Debug, Clone)]
@@ -189,12 +188,31 @@ impl Playground {
     }
 }
 
+/// Limits of the HTTP layer: no client can grow the server or hold its
+/// threads (a hostile tester grew it to 2 GB with one endless header and
+/// held 5,005 threads with 5,000 half-open connections under tiny_http).
+pub mod limits {
+    /// Longest request line (method, path and query, version), bytes.
+    pub const MAX_REQUEST_LINE: usize = 16 * 1024;
+    /// Most bytes of the request line and headers together.
+    pub const MAX_HEAD: usize = 32 * 1024;
+    /// Most header lines.
+    pub const MAX_HEADERS: usize = 64;
+    /// Threads answering connections (a fixed pool: no thread per connection).
+    pub const WORKERS: usize = 8;
+    /// Accepted connections waiting for a thread; more are closed at once.
+    pub const QUEUE: usize = 32;
+    /// Time a client has to send its whole request head, s.
+    pub const HEAD_TIMEOUT_S: f64 = 10.0;
+    /// Time one read or write may block, s.
+    pub const IO_TIMEOUT_S: f64 = 5.0;
+}
+
 /// A running playground server.
 pub struct Handle {
     addr: SocketAddr,
-    server: Arc<tiny_http::Server>,
     stopping: Arc<AtomicBool>,
-    workers: Vec<std::thread::JoinHandle<()>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Handle {
@@ -211,7 +229,7 @@ impl Handle {
     /// Serves until the server is stopped (for `servesim playground`: until
     /// the process ends).
     pub fn wait(mut self) {
-        for w in std::mem::take(&mut self.workers) {
+        for w in std::mem::take(&mut self.threads) {
             let _ = w.join();
         }
     }
@@ -223,10 +241,9 @@ impl Handle {
 
     fn shutdown(&mut self) {
         self.stopping.store(true, Ordering::SeqCst);
-        for _ in 0..self.workers.len() {
-            self.server.unblock();
-        }
-        for w in std::mem::take(&mut self.workers) {
+        // Wake the accepting thread; it closes the queue and the workers end.
+        let _ = std::net::TcpStream::connect_timeout(&self.addr, std::time::Duration::from_secs(1));
+        for w in std::mem::take(&mut self.threads) {
             let _ = w.join();
         }
     }
@@ -234,18 +251,37 @@ impl Handle {
 
 impl Drop for Handle {
     fn drop(&mut self) {
-        if !self.workers.is_empty() {
+        if !self.threads.is_empty() {
             self.shutdown();
         }
     }
 }
 
-/// Whether a request's `Host` names this machine: a page elsewhere that
-/// resolves its own name to 127.0.0.1 (DNS rebinding) is refused.
+/// Whether a request's `Host` names this machine, exactly: `127.0.0.1`,
+/// `localhost` or `[::1]`, with an optional numeric port. A page elsewhere
+/// that resolves its own name to 127.0.0.1 (DNS rebinding) is refused, and
+/// so are a missing or empty Host and anything after the name
+/// (`[::1]evil.example`).
 fn local_host(host: Option<&str>) -> bool {
-    let Some(h) = host else { return true };
-    let name = if h.starts_with('[') { h.split(']').next().map(|s| &s[1..]) } else { h.split(':').next() };
-    matches!(name, Some("127.0.0.1" | "localhost" | "::1"))
+    let Some(h) = host.map(str::trim) else { return false };
+    let (name, port) = if let Some(rest) = h.strip_prefix('[') {
+        let Some((name, after)) = rest.split_once(']') else { return false };
+        let port = match after {
+            "" => None,
+            p => match p.strip_prefix(':') {
+                Some(p) => Some(p),
+                None => return false,
+            },
+        };
+        (name, port)
+    } else {
+        match h.split_once(':') {
+            Some((n, p)) => (n, Some(p)),
+            None => (h, None),
+        }
+    };
+    let port_ok = port.is_none_or(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
+    port_ok && matches!(name, "127.0.0.1" | "localhost" | "::1")
 }
 
 /// Whether a request comes from the playground's own page or was typed by
@@ -256,67 +292,221 @@ fn same_site(fetch_site: Option<&str>) -> bool {
     matches!(fetch_site, None | Some("same-origin" | "none"))
 }
 
-/// Starts serving `pg` on 127.0.0.1:`port` (0: any free port) from a few
-/// background threads; returns at once with the bound address.
+/// Starts serving `pg` on 127.0.0.1:`port` (0: any free port) from a fixed
+/// pool of threads; returns at once with the bound address.
 pub fn serve(pg: Playground, port: u16) -> Result<Handle> {
-    let server = tiny_http::Server::http(("127.0.0.1", port)).map_err(|e| {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", port)).map_err(|e| {
         Error::from(
             crate::ConfigError::new(format!("cannot listen on 127.0.0.1:{port}: {e}"))
                 .hint("pass another --port (0 picks a free one)"),
         )
     })?;
     let addr =
-        server.server_addr().to_ip().ok_or_else(|| Error::Runtime("the playground server has no IP address".into()))?;
-    let server = Arc::new(server);
+        listener.local_addr().map_err(|e| Error::Runtime(format!("the playground server has no address: {e}")))?;
     let pg = Arc::new(pg);
     let stopping = Arc::new(AtomicBool::new(false));
-    let workers = (0..WORKERS)
-        .map(|i| {
-            let (server, pg, stopping) = (server.clone(), pg.clone(), stopping.clone());
-            std::thread::Builder::new()
-                .name(format!("playground-{i}"))
-                .spawn(move || worker(&server, &pg, &stopping))
-                .map_err(|e| Error::Runtime(format!("cannot start a server thread: {e}")))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Handle { addr, server, stopping, workers })
+    let (tx, rx) = std::sync::mpsc::sync_channel::<std::net::TcpStream>(limits::QUEUE);
+    let rx = Arc::new(std::sync::Mutex::new(rx));
+    let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
+        std::thread::Builder::new()
+            .name(name)
+            .spawn(f)
+            .map_err(|e| Error::Runtime(format!("cannot start a server thread: {e}")))
+    };
+    let mut threads = Vec::new();
+    for i in 0..limits::WORKERS {
+        let (rx, pg) = (rx.clone(), pg.clone());
+        threads.push(spawn(
+            format!("playground-{i}"),
+            Box::new(move || {
+                loop {
+                    let next = rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                    let Ok(stream) = next else { return };
+                    answer(stream, &pg);
+                }
+            }),
+        )?);
+    }
+    let stop = stopping.clone();
+    threads.push(spawn(
+        "playground-accept".into(),
+        Box::new(move || {
+            for stream in listener.incoming() {
+                if stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(stream) = stream else { continue };
+                match tx.try_send(stream) {
+                    Ok(()) => {}
+                    // Every thread busy and the queue full: say so and close.
+                    Err(std::sync::mpsc::TrySendError::Full(mut s)) => {
+                        let _ = s.set_write_timeout(Some(std::time::Duration::from_millis(200)));
+                        let _ = write_reply(
+                            &mut s,
+                            &Reply::text(503, "busy: too many connections").header("Retry-After", "1"),
+                            false,
+                        );
+                    }
+                    Err(std::sync::mpsc::TrySendError::Disconnected(_)) => return,
+                }
+            }
+        }),
+    )?);
+    Ok(Handle { addr, stopping, threads })
 }
 
-fn worker(server: &tiny_http::Server, pg: &Playground, stopping: &AtomicBool) {
-    loop {
-        let req = match server.recv() {
-            Ok(r) => r,
-            Err(_) if stopping.load(Ordering::SeqCst) => return,
-            Err(_) => {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-                continue;
+/// A request head as read: method, target and headers.
+#[derive(Debug, PartialEq)]
+struct Head {
+    method: String,
+    target: String,
+    headers: Vec<(String, String)>,
+}
+
+impl Head {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+/// Reads a request head from `r` within [`limits`]: the status to answer
+/// with instead when it breaks one (400 malformed, 408 too slow, 414 request
+/// line too long, 431 headers too large).
+fn read_head(r: &mut impl std::io::BufRead, deadline: Instant) -> std::result::Result<Head, u16> {
+    let mut total = 0usize;
+    let mut line = Vec::new();
+    let mut next_line = |max: usize, total: &mut usize, too_long: u16| -> std::result::Result<String, u16> {
+        line.clear();
+        loop {
+            if Instant::now() > deadline {
+                return Err(408);
             }
-        };
-        let header = |name: &str| {
-            req.headers()
-                .iter()
-                .find(|h| h.field.as_str().as_str().eq_ignore_ascii_case(name))
-                .map(|h| h.value.as_str().to_string())
-        };
-        let reply = if !local_host(header("Host").as_deref()) {
-            Reply::text(403, "the playground answers requests for 127.0.0.1 or localhost only")
-        } else if !same_site(header("Sec-Fetch-Site").as_deref()) {
-            Reply::text(403, "the playground answers its own page only, not requests from other sites")
-        } else {
-            pg.respond(req.method().as_str(), req.url())
-        };
-        let head = req.method() == &tiny_http::Method::Head;
-        let mut resp = tiny_http::Response::from_data(if head { Vec::new() } else { reply.body.into_bytes() })
-            .with_status_code(reply.status);
-        let headers =
-            std::iter::once(("Content-Type".to_string(), reply.content_type.to_string())).chain(reply.headers);
-        for (k, v) in headers {
-            if let Ok(h) = tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()) {
-                resp.add_header(h);
+            let buf = match r.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                    return Err(408);
+                }
+                Err(_) => return Err(400),
+            };
+            if buf.is_empty() {
+                return Err(400);
+            }
+            let (take, done) = match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (buf.len(), false),
+            };
+            line.extend_from_slice(&buf[..take]);
+            r.consume(take);
+            *total += take;
+            if line.len() > max {
+                return Err(too_long);
+            }
+            if *total > limits::MAX_HEAD {
+                return Err(431);
+            }
+            if done {
+                let text = std::str::from_utf8(&line).map_err(|_| 400u16)?;
+                return Ok(text.trim_end_matches(['\r', '\n']).to_string());
             }
         }
-        let _ = req.respond(resp);
+    };
+    let request = next_line(limits::MAX_REQUEST_LINE, &mut total, 414)?;
+    let mut parts = request.split(' ');
+    let (Some(method), Some(target), Some(version), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(400);
+    };
+    if !version.starts_with("HTTP/1.") || method.is_empty() || !target.starts_with('/') {
+        return Err(400);
     }
+    let mut headers = Vec::new();
+    loop {
+        let h = next_line(limits::MAX_HEAD, &mut total, 431)?;
+        if h.is_empty() {
+            break;
+        }
+        if headers.len() == limits::MAX_HEADERS {
+            return Err(431);
+        }
+        let Some((k, v)) = h.split_once(':') else { return Err(400) };
+        if k.is_empty() || k.contains([' ', '\t']) {
+            return Err(400);
+        }
+        headers.push((k.to_string(), v.trim().to_string()));
+    }
+    Ok(Head { method: method.to_string(), target: target.to_string(), headers })
+}
+
+/// Answers one connection: one request, then the connection closes.
+fn answer(mut stream: std::net::TcpStream, pg: &Playground) {
+    let io = std::time::Duration::from_secs_f64(limits::IO_TIMEOUT_S);
+    let _ = stream.set_read_timeout(Some(io));
+    let _ = stream.set_write_timeout(Some(io));
+    let deadline = Instant::now() + std::time::Duration::from_secs_f64(limits::HEAD_TIMEOUT_S);
+    let Ok(read) = stream.try_clone() else { return };
+    let mut reader = std::io::BufReader::with_capacity(8192, read);
+    let (reply, head) = match read_head(&mut reader, deadline) {
+        Err(status) => (Reply::text(status, reason(status)), false),
+        Ok(h) => {
+            let reply = if !local_host(h.header("Host")) {
+                Reply::text(403, "the playground answers requests for 127.0.0.1 or localhost only")
+            } else if !same_site(h.header("Sec-Fetch-Site")) {
+                Reply::text(403, "the playground answers its own page only, not requests from other sites")
+            } else if h.header("Content-Length").is_some_and(|l| l.trim() != "0")
+                || h.header("Transfer-Encoding").is_some()
+            {
+                Reply::text(413, "the playground takes no request body")
+            } else {
+                pg.respond(&h.method, &h.target)
+            };
+            (reply, h.method == "HEAD")
+        }
+    };
+    let _ = write_reply(&mut stream, &reply, head);
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        204 => "No Content",
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        413 => "Content Too Large",
+        414 => "URI Too Long",
+        422 => "Unprocessable Content",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "",
+    }
+}
+
+/// Writes `reply` as an HTTP/1.1 response that closes the connection (no
+/// body for HEAD). Header values with line breaks are dropped.
+fn write_reply(w: &mut impl std::io::Write, reply: &Reply, head: bool) -> std::io::Result<()> {
+    let mut out = format!(
+        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
+        reply.status,
+        reason(reply.status),
+        reply.content_type,
+        reply.body.len()
+    );
+    for (k, v) in &reply.headers {
+        if !k.contains(['\r', '\n', ':']) && !v.contains(['\r', '\n']) {
+            out += &format!("{k}: {v}\r\n");
+        }
+    }
+    out += "\r\n";
+    w.write_all(out.as_bytes())?;
+    if !head {
+        w.write_all(reply.body.as_bytes())?;
+    }
+    w.flush()
 }
 
 #[cfg(test)]
@@ -337,7 +527,38 @@ mod tests {
     #[test]
     fn only_local_hosts() {
         assert!(local_host(Some("127.0.0.1:8737")) && local_host(Some("localhost")) && local_host(Some("[::1]:80")));
-        assert!(!local_host(Some("evil.example:8737")));
+        assert!(local_host(Some("[::1]")) && local_host(Some("localhost:1")));
+        for bad in ["evil.example:8737", "[::1]evil.example", "", "127.0.0.1:", "127.0.0.1:80x", "[::1]:", "[::1"] {
+            assert!(!local_host(Some(bad)), "{bad:?} was taken for a local host");
+        }
+        assert!(!local_host(None), "a request without Host was accepted");
+    }
+
+    #[test]
+    fn request_heads_are_bounded() {
+        let far = Instant::now() + std::time::Duration::from_secs(60);
+        let read = |text: &[u8]| read_head(&mut std::io::BufReader::new(text), far);
+        let h = read(b"GET /results?set=a HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n").unwrap();
+        assert_eq!(
+            (h.method.as_str(), h.target.as_str(), h.header("host")),
+            ("GET", "/results?set=a", Some("127.0.0.1:1"))
+        );
+        let long_line = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(limits::MAX_REQUEST_LINE));
+        assert_eq!(read(long_line.as_bytes()), Err(414));
+        let endless = format!("GET / HTTP/1.1\r\nX: {}", "a".repeat(limits::MAX_HEAD + 10));
+        assert_eq!(read(endless.as_bytes()), Err(431));
+        let many: String = (0..=limits::MAX_HEADERS).map(|i| format!("X{i}: 1\r\n")).collect();
+        assert_eq!(read(format!("GET / HTTP/1.1\r\n{many}\r\n").as_bytes()), Err(431));
+        for bad in [
+            &b"GET /\r\n\r\n"[..],
+            b"GET / HTTP/1.1 x\r\n\r\n",
+            b"GET / HTTP/1.1\r\nNoColon\r\n\r\n",
+            b"GET / HTTP/1.1\r\n",
+        ] {
+            assert_eq!(read(bad), Err(400), "{}", String::from_utf8_lossy(bad));
+        }
+        let past = Instant::now() - std::time::Duration::from_secs(1);
+        assert_eq!(read_head(&mut std::io::BufReader::new(&b"GET / HTTP/1.1\r\n\r\n"[..]), past), Err(408));
     }
 
     #[test]

@@ -128,7 +128,7 @@ fn playground_redraws_in_a_browser_and_exports_what_the_cli_reproduces() {
     // A key that multiplies memory, not work: refused before anything is allocated.
     let (status, err) = get(addr, "/results?set=lora.adapters%3D1000000000");
     assert_eq!(status, 422, "{err}");
-    assert!(err.contains("lora.adapters") && err.contains("MiB"), "{err}");
+    assert!(err.contains("lora.adapters") && err.contains("memory binds"), "{err}");
     let (status, _) = get_with(addr, "/results", &format!("Host: {addr}\r\nSec-Fetch-Site: cross-site"));
     assert_eq!(status, 403);
     assert_eq!(get_with(addr, "/results", &format!("Host: {addr}\r\nSec-Fetch-Site: same-origin")).0, 200);
@@ -195,4 +195,59 @@ fn playground_redraws_in_a_browser_and_exports_what_the_cli_reproduces() {
     assert_eq!(attr(&dom, "m-verdict", "data-value").as_deref(), summary["stability"]["verdict"].as_str());
     server.stop();
     eprintln!("playground checked in {:.1} s", started.elapsed().as_secs_f64());
+}
+
+/// Threads of this process (Linux), or None.
+fn threads() -> Option<usize> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    s.lines().find_map(|l| l.strip_prefix("Threads:")).and_then(|v| v.trim().parse().ok())
+}
+
+/// The HTTP layer's limits (issue 26): an endless header grew the server to
+/// 2 GB, 5,000 half-open connections held 5,005 threads, and a Host of
+/// `[::1]evil.example` or an empty one was accepted.
+#[test]
+fn the_playground_server_bounds_what_a_client_can_hold() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let pg = Playground::new(
+        &root.join("scenarios/quickstart.toml"),
+        &["num_requests=200".into()],
+        Catalog::builtin().unwrap(),
+    )
+    .unwrap();
+    let server = serve(pg, 0).unwrap();
+    let addr = server.addr();
+    let raw = |bytes: &[u8]| -> String {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let _ = s.write_all(bytes);
+        let mut buf = Vec::new();
+        let _ = s.read_to_end(&mut buf);
+        String::from_utf8_lossy(&buf).into_owned()
+    };
+    // One endless header: refused at the limit, not read to the end.
+    let mut endless = format!("GET / HTTP/1.1\r\nHost: {addr}\r\nX-Long: ").into_bytes();
+    endless.extend(std::iter::repeat_n(b'a', 200_000));
+    assert!(raw(&endless).starts_with("HTTP/1.1 431"), "an endless header was read");
+    let long_line = format!("GET /{} HTTP/1.1\r\nHost: {addr}\r\n\r\n", "a".repeat(40_000));
+    assert!(raw(long_line.as_bytes()).starts_with("HTTP/1.1 414"));
+    // Only this machine's names, exactly; an empty or missing Host is refused.
+    for host in ["Host: [::1]evil.example", "Host: ", "Host: 127.0.0.1.evil.example", "X-No-Host: 1"] {
+        assert_eq!(get_with(addr, "/results", host).0, 403, "{host}");
+    }
+    assert_eq!(get_with(addr, "/results", "Host: [::1]:8737").0, 200);
+    // Hundreds of half-open connections hold no thread each: the pool is fixed,
+    // connections beyond its queue are closed, and the server answers once they go.
+    let before = threads();
+    let idle: Vec<TcpStream> = (0..300).filter_map(|_| TcpStream::connect(addr).ok()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    if let (Some(b), Some(a)) = (before, threads()) {
+        assert!(a <= b + 2, "threads grew from {b} to {a} with {} idle connections", idle.len());
+    }
+    drop(idle);
+    let started = Instant::now();
+    let (status, _) = get(addr, "/results");
+    assert_eq!(status, 200);
+    assert!(started.elapsed() < Duration::from_secs(20), "the server stayed blocked: {:?}", started.elapsed());
+    server.stop();
 }
