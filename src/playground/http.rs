@@ -438,6 +438,35 @@ fn read_head(r: &mut impl std::io::BufRead, deadline: Instant) -> std::result::R
     Ok(Head { method: method.to_string(), target: target.to_string(), headers })
 }
 
+/// [`Playground::dry_respond`].
+pub(super) fn dry_respond(pg: &Playground, request: &[u8]) -> u16 {
+    let far = Instant::now() + std::time::Duration::from_secs(3600);
+    let h = match read_head(&mut std::io::BufReader::new(request), far) {
+        Ok(h) => h,
+        Err(status) => return status,
+    };
+    if !local_host(h.header("Host")) || !same_site(h.header("Sec-Fetch-Site")) {
+        return 403;
+    }
+    let (path, query) = h.target.split_once('?').unwrap_or((&h.target, ""));
+    let state = State::parse(query);
+    let check = |sets: &[String]| pg.load(sets).map_err(Error::from).and_then(|l| pg.resolve(&l).map_err(Error::from));
+    match (h.method.as_str(), path) {
+        ("GET" | "HEAD", "/" | "/index.html" | "/results") => {
+            let ok = check(&state.sets).is_ok() && state.baseline.as_ref().is_none_or(|b| check(b).is_ok());
+            if ok { 200 } else { 422 }
+        }
+        ("GET" | "HEAD", "/export.toml") => {
+            if pg.export_toml(&state).is_ok() {
+                200
+            } else {
+                422
+            }
+        }
+        (m, p) => route(pg, m, p).status,
+    }
+}
+
 /// Answers one connection: one request, then the connection closes.
 fn answer(mut stream: std::net::TcpStream, pg: &Playground) {
     let io = std::time::Duration::from_secs_f64(limits::IO_TIMEOUT_S);

@@ -496,6 +496,16 @@ impl Playground {
     pub fn respond(&self, method: &str, url: &str) -> Reply {
         http::respond(self, method, url)
     }
+
+    /// Everything answering the raw bytes of one request does but the
+    /// simulation (the fuzz target `playground` drives it): the head read
+    /// within the server's limits, the Host and site checks, the query, and
+    /// the configuration and pinned baseline loaded and resolved with every
+    /// refusal of the page. Returns the status the server would answer with
+    /// (200 where it would go on to simulate).
+    pub fn dry_respond(&self, request: &[u8]) -> u16 {
+        http::dry_respond(self, request)
+    }
 }
 
 /// Whether a scenario table names files (traces, length tables), which are
