@@ -61,7 +61,7 @@ enum Command {
     Plot(PlotArgs),
     /// Read a run backwards: which parts of their latency made the slowest requests slow, what caused them, and a change tested with common random numbers.
     Explain(ExplainArgs),
-    /// Measure simulator speed and memory (see README, "Speed").
+    /// Measure simulator speed and memory (see docs/development.md, "Speed").
     Bench(crate::bench::BenchArgs),
     /// Compare servesim's predictions with every reference data set shipped in validation/.
     Validate(ValidateArgs),
@@ -318,10 +318,14 @@ struct PlotArgs {
     dir: PathBuf,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Default)]
 struct ScenarioArgs {
     /// Scenario TOML file.
     scenario: PathBuf,
+    /// The scenario's text when it is not read from `scenario` (`run`'s
+    /// quick flags without a file: the built-in quickstart).
+    #[arg(skip)]
+    text: Option<String>,
     /// Override a scenario key, e.g. --set workload.rate=12 (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
@@ -331,9 +335,131 @@ struct ScenarioArgs {
     models: Option<PathBuf>,
 }
 
+/// `run`'s scenario: a file, or none with the quick flags.
+#[derive(Debug, Args)]
+struct RunScenarioArgs {
+    /// Scenario TOML file (leave it out to build one from the quick flags
+    /// on top of scenarios/quickstart.toml).
+    scenario: Option<PathBuf>,
+    /// Override a scenario key, e.g. --set workload.rate=12 (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Folder with llm/ and gpu/ TOML files read on top of the built-in catalogue
+    /// (default: ./models if it exists).
+    #[arg(long, value_name = "DIR")]
+    models: Option<PathBuf>,
+    /// The LLM, from the catalogue (model.name; `servesim list models`).
+    #[arg(long, value_name = "NAME", help_heading = "Quick scenario (no TOML)")]
+    model: Option<String>,
+    /// The GPU, from the catalogue (hardware.gpu; `servesim list gpus`).
+    #[arg(long, value_name = "NAME", help_heading = "Quick scenario (no TOML)")]
+    gpu: Option<String>,
+    /// Tensor-parallel degree (hardware.tp).
+    #[arg(long, value_name = "N", help_heading = "Quick scenario (no TOML)")]
+    tp: Option<u32>,
+    /// Engine replicas (hardware.replicas).
+    #[arg(long, value_name = "N", help_heading = "Quick scenario (no TOML)")]
+    replicas: Option<u32>,
+    /// Poisson request rate, req/s (workload.rate; `vllm bench serve --request-rate`).
+    #[arg(long, value_name = "REQ_PER_S", help_heading = "Quick scenario (no TOML)")]
+    rate: Option<f64>,
+    /// Prompt tokens of every request (workload.prompt_tokens, fixed; `--random-input-len`).
+    #[arg(long, value_name = "N", help_heading = "Quick scenario (no TOML)")]
+    prompt_tokens: Option<u32>,
+    /// Output tokens of every request (workload.output_tokens, fixed; `--random-output-len`).
+    #[arg(long, value_name = "N", help_heading = "Quick scenario (no TOML)")]
+    output_tokens: Option<u32>,
+    /// Context window the engine is started with (engine.max_model_len;
+    /// `vllm serve --max-model-len`). Without a scenario file it defaults to
+    /// the smallest power of two of at least 4,096 and twice the prompt and
+    /// output, so that a large model on few GPUs starts.
+    #[arg(long, value_name = "N", help_heading = "Quick scenario (no TOML)")]
+    max_model_len: Option<u32>,
+    /// Requests to simulate (num_requests; `--num-prompts`).
+    #[arg(long, value_name = "N", help_heading = "Quick scenario (no TOML)")]
+    num_requests: Option<u64>,
+    /// Write the scenario this run used (file and every override applied) as TOML.
+    #[arg(long, value_name = "FILE", help_heading = "Quick scenario (no TOML)")]
+    save_scenario: Option<PathBuf>,
+}
+
+impl RunScenarioArgs {
+    /// The quick flags as `--set` overrides, in the order the flags are listed.
+    fn quick_sets(&self) -> Vec<String> {
+        let mut sets = Vec::new();
+        let q = |s: &str| toml::Value::String(s.to_string()).to_string();
+        if let Some(m) = &self.model {
+            sets.push(format!("model.name={}", q(m)));
+        }
+        if let Some(g) = &self.gpu {
+            sets.push(format!("hardware.gpu={}", q(g)));
+        }
+        if let Some(tp) = self.tp {
+            sets.push(format!("hardware.tp={tp}"));
+        }
+        if let Some(r) = self.replicas {
+            sets.push(format!("hardware.replicas={r}"));
+        }
+        if let Some(r) = self.rate {
+            sets.push(format!("workload.rate={r:?}"));
+        }
+        if let Some(n) = self.prompt_tokens {
+            sets.push(format!("workload.prompt_tokens={{dist=\"fixed\",value={n}}}"));
+        }
+        if let Some(n) = self.output_tokens {
+            sets.push(format!("workload.output_tokens={{dist=\"fixed\",value={n}}}"));
+        }
+        if let Some(n) = self.num_requests {
+            sets.push(format!("num_requests={n}"));
+        }
+        let context = match (self.max_model_len, &self.scenario) {
+            (Some(n), _) => Some(n),
+            (None, None) if !sets.is_empty() => {
+                // The quickstart's lengths (lognormal means 1,000 and 250) where no flag gives them.
+                let want = 2 * (self.prompt_tokens.unwrap_or(1000) as u64 + self.output_tokens.unwrap_or(250) as u64);
+                Some(want.max(4096).next_power_of_two().min(u32::MAX as u64 / 2 + 1) as u32)
+            }
+            (None, _) => None,
+        };
+        if let Some(n) = context {
+            sets.push(format!("engine.max_model_len={n}"));
+        }
+        sets
+    }
+
+    /// The scenario arguments: the file, or the built-in quickstart named
+    /// "quick" when the quick flags stand alone; quick flags go before `--set`.
+    fn scenario_args(&self) -> Result<ScenarioArgs> {
+        let quick = self.quick_sets();
+        let (scenario, text, mut sets) = match &self.scenario {
+            Some(p) => (p.clone(), None, quick),
+            None if !quick.is_empty() => {
+                let mut sets = vec!["name=\"quick\"".to_string()];
+                sets.extend(quick);
+                (PathBuf::from("quick.toml"), Some(QUICKSTART.to_string()), sets)
+            }
+            None => {
+                return Err(ConfigError::new("no scenario: give a scenario file, or the quick flags")
+                    .hint(
+                        "servesim run scenarios/quickstart.toml, or servesim run --model llama-3.1-8b --gpu h100-sxm \
+                         --rate 5 --prompt-tokens 1000 --output-tokens 250",
+                    )
+                    .into());
+            }
+        };
+        sets.extend(self.set.iter().cloned());
+        Ok(ScenarioArgs { scenario, text, set: sets, models: self.models.clone() })
+    }
+}
+
+/// The scenario `run`'s quick flags start from.
+const QUICKSTART: &str = include_str!("../scenarios/quickstart.toml");
+
 #[derive(Debug, Args)]
 struct RunArgs {
     #[command(flatten)]
+    q: RunScenarioArgs,
+    #[arg(skip)]
     s: ScenarioArgs,
     /// Output folder (default: output/<scenario name>).
     #[arg(long, value_name = "DIR")]
@@ -381,6 +507,17 @@ struct ListArgs {
 /// Entry point: parses arguments, runs the command, returns the exit code
 /// (0 success, 1 runtime failure, 2 usage or configuration error).
 pub fn main() -> i32 {
+    // Output piped into a reader that stops early (`servesim run ... | head`)
+    // ends the command quietly, as a closed pipe ends any Unix tool, instead
+    // of a panic and a backtrace from the print that found the pipe closed.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info.payload().downcast_ref::<String>().map(String::as_str).unwrap_or("");
+        if msg.starts_with("failed printing to std") && msg.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default_hook(info)
+    }));
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -595,7 +732,11 @@ fn open_catalog(dir: Option<&Path>) -> Result<Catalog> {
 /// Loads, overrides, validates and resolves a scenario.
 fn load(a: &ScenarioArgs, seed: Option<u64>) -> Result<(LoadedScenario, Setup)> {
     let catalog = open_catalog(a.models.as_deref())?;
-    let mut loaded = load_scenario_with(&a.scenario, &a.set, &std::sync::Arc::new(catalog.clone()))?;
+    let catalog_arc = std::sync::Arc::new(catalog.clone());
+    let mut loaded = match &a.text {
+        Some(text) => crate::config::load_scenario_str_with(text, &a.scenario, &a.set, &catalog_arc)?,
+        None => load_scenario_with(&a.scenario, &a.set, &catalog_arc)?,
+    };
     if let Some(seed) = seed {
         loaded.scenario.seed = seed;
         loaded.seed_override = Some(seed);
@@ -651,8 +792,26 @@ fn cmd_explain(a: ExplainArgs) -> Result<()> {
     Ok(())
 }
 
-fn cmd_run(a: RunArgs) -> Result<()> {
+fn cmd_run(mut a: RunArgs) -> Result<()> {
+    a.s = a.q.scenario_args()?;
     let (loaded, mut setup) = load(&a.s, a.seed)?;
+    if let Some(file) = &a.q.save_scenario {
+        let text = loaded.scenario_toml(&format!(
+            "# Written by servesim run --save-scenario from {}\n# with {}.\n",
+            if a.s.text.is_some() { "the built-in quickstart".to_string() } else { a.s.scenario.display().to_string() },
+            if a.s.set.is_empty() {
+                "no overrides".to_string()
+            } else {
+                // One comment line: a line break in an override is written as \n.
+                let one_line = |s: &String| s.replace('\n', "\\n").replace('\r', "\\r");
+                a.s.set.iter().map(|s| format!("--set {}", one_line(s))).collect::<Vec<_>>().join(" ")
+            }
+        ))?;
+        write_atomic(file, |w| w.write_all(text.as_bytes()))?;
+        if !a.quiet {
+            println!("scenario: {}", file.display());
+        }
+    }
     setup.attribution = a.attribution;
     let dir = a.out.clone().unwrap_or_else(|| Path::new("output").join(&setup.scenario.name));
     let replaced = prepare_out_dir(&dir, a.force)?;

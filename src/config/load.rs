@@ -534,6 +534,19 @@ pub fn key_at(text: &str, offset: usize) -> Option<String> {
 
 /// Byte offset of the value of a dotted key in a TOML text, or of the nearest
 /// table that exists on the path.
+/// Whether a scenario table names files (traces, length tables), which are
+/// read relative to the scenario file.
+pub fn names_files(t: &toml::Table) -> bool {
+    fn any(v: &toml::Value) -> bool {
+        match v {
+            toml::Value::Table(t) => names_files(t),
+            toml::Value::Array(a) => a.iter().any(any),
+            _ => false,
+        }
+    }
+    t.iter().any(|(k, v)| k == "file" || any(v))
+}
+
 /// The byte offset of entry `key` (taken literally: `"engine.max_num_seqs"`)
 /// of top-level table `table` in a TOML text.
 pub fn locate_entry(text: &str, table: &str, key: &str) -> Option<usize> {
@@ -603,6 +616,26 @@ impl LoadedScenario {
             ConfigError::new(format!("{what}: {message}")).file(&self.path).key(key).hint(hint)
         })?;
         Ok(s)
+    }
+
+    /// The scenario as a TOML file that loads back to it: `header` (comment
+    /// lines), then its name and seed, then every key of the file with the
+    /// overrides applied. Relative file paths in it are read from the
+    /// scenario's folder: a line says so when it names files.
+    pub fn scenario_toml(&self, header: &str) -> Result<String, ConfigError> {
+        let mut t = toml::Table::new();
+        t.insert("name".into(), toml::Value::String(self.scenario.name.clone()));
+        t.insert("seed".into(), toml::Value::Integer(self.scenario.seed as i64));
+        for (k, v) in self.table() {
+            t.entry(k).or_insert(v);
+        }
+        let body =
+            toml::to_string(&t).map_err(|e| ConfigError::new(format!("cannot write the scenario as TOML: {e}")))?;
+        let mut head = header.to_string();
+        if let Some(dir) = self.scenario.base_dir.as_ref().filter(|d| !d.as_os_str().is_empty() && names_files(&t)) {
+            head += &format!("# Relative file paths in it are read from {}: save it there.\n", dir.display());
+        }
+        Ok(format!("{head}\n{body}"))
     }
 
     /// Places an error of the `[baseline]` run at the baseline entry that

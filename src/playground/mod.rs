@@ -468,16 +468,8 @@ impl Playground {
     /// `servesim run` on it reproduces the page's numbers.
     pub fn export_toml(&self, state: &State) -> Result<String> {
         let loaded = self.load(&state.sets)?;
-        let mut t = toml::Table::new();
-        t.insert("name".into(), toml::Value::String(loaded.scenario.name.clone()));
-        t.insert("seed".into(), toml::Value::Integer(loaded.scenario.seed as i64));
-        for (k, v) in loaded.table() {
-            t.entry(k).or_insert(v);
-        }
-        let body = toml::to_string(&t)
-            .map_err(|e| crate::Error::Runtime(format!("cannot write the scenario as TOML: {e}")))?;
         let sets: Vec<&String> = self.base_sets.iter().chain(&state.sets).collect();
-        let mut head = format!(
+        let head = format!(
             "# Exported by the servesim playground from {}\n# with {}.\n# Reproduce the page's numbers with: servesim run <this file>\n",
             self.path.display(),
             if sets.is_empty() {
@@ -486,10 +478,7 @@ impl Playground {
                 sets.iter().map(|s| format!("--set {}", s.escape_default())).collect::<Vec<_>>().join(" ")
             }
         );
-        if let Some(dir) = loaded.scenario.base_dir.as_ref().filter(|d| !d.as_os_str().is_empty() && names_files(&t)) {
-            head += &format!("# Relative file paths in it are read from {}: save it there.\n", dir.display());
-        }
-        Ok(format!("{head}\n{body}"))
+        Ok(loaded.scenario_toml(&head)?)
     }
 
     /// Answers one HTTP request (`method`, `url` = path and query).
@@ -506,19 +495,6 @@ impl Playground {
     pub fn dry_respond(&self, request: &[u8]) -> u16 {
         http::dry_respond(self, request)
     }
-}
-
-/// Whether a scenario table names files (traces, length tables), which are
-/// read relative to the scenario file.
-fn names_files(t: &toml::Table) -> bool {
-    fn any(v: &toml::Value) -> bool {
-        match v {
-            toml::Value::Table(t) => names_files(t),
-            toml::Value::Array(a) => a.iter().any(any),
-            _ => false,
-        }
-    }
-    t.iter().any(|(k, v)| k == "file" || any(v))
 }
 
 /// About how many requests a run generates, when known before simulating

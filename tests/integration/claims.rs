@@ -71,9 +71,14 @@ fn check(claims: &[Claim]) {
     check_against(claims, |c| header(c.scenario), "header")
 }
 
-/// Claims the README makes about a shipped scenario's runs.
+/// The README and the user guide it sends readers to (docs/guide.md).
+fn readme_and_guide() -> String {
+    ["README.md", "docs/guide.md"].map(|f| std::fs::read_to_string(root().join(f)).unwrap()).join("\n")
+}
+
+/// Claims the README (or the user guide) makes about a shipped scenario's runs.
 fn check_readme(claims: &[Claim]) {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let readme = readme_and_guide();
     // Joined into one line, as quotes may span line breaks.
     let text = readme.split_whitespace().collect::<Vec<_>>().join(" ");
     check_against(claims, |_| text.clone(), "README")
@@ -890,7 +895,7 @@ fn readme_speculative_and_disaggregation() {
 
 #[test]
 fn readme_speculative_sweep_table() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let readme = readme_and_guide();
     let start = readme.find("| rate (req/s) | median TPOT (ms) | p99 TPOT (ms) | median TTFT (ms)").expect("the table");
     let rows = sweep("what-if-speculative");
     let mut checked = 0;

@@ -552,3 +552,73 @@ fn a_scenario_without_a_preset_runs_vllm_v1_and_says_so() {
         "{so}"
     );
 }
+
+/// "How does Llama-3.1-70B on two H100s behave at 30 req/s?" without writing
+/// TOML (issue 26): quick flags build the scenario on the spot, each mapped to
+/// its key; --save-scenario writes the TOML, which reproduces the run.
+#[test]
+fn quick_flags_run_without_a_scenario_file_and_save_what_they_ran() {
+    let d = tempfile::tempdir().unwrap();
+    let (dir, saved) = (d.path().join("q"), d.path().join("used.toml"));
+    let o = servesim(&[
+        "run",
+        "--model",
+        "llama-3.1-70b",
+        "--gpu",
+        "h100-sxm",
+        "--tp",
+        "2",
+        "--rate",
+        "3",
+        "--prompt-tokens",
+        "1000",
+        "--output-tokens",
+        "250",
+        "--num-requests",
+        "300",
+        "--save-scenario",
+        saved.to_str().unwrap(),
+        "-q",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o).1);
+    let toml = std::fs::read_to_string(&saved).unwrap();
+    for line in [
+        "name = \"llama-3.1-70b\"",
+        "gpu = \"h100-sxm\"",
+        "tp = 2",
+        "rate = 3.0",
+        "num_requests = 300",
+        "max_model_len = 4096",
+    ] {
+        assert!(toml.contains(line), "{line} not in:\n{toml}");
+    }
+    assert!(
+        toml.contains("dist = \"fixed\"") && toml.contains("value = 1000") && toml.contains("value = 250"),
+        "{toml}"
+    );
+    let again = d.path().join("again");
+    let o = servesim(&["run", saved.to_str().unwrap(), "-q", "--out", again.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o).1);
+    let summary = |p: &Path| std::fs::read(p.join("summary.json")).unwrap();
+    assert_eq!(summary(&dir), summary(&again), "the saved scenario does not reproduce the quick run");
+    // Quick flags on top of a file override its keys; neither file nor flags is an error.
+    let o = servesim(&[
+        "run",
+        "scenarios/quickstart.toml",
+        "--rate",
+        "2",
+        "--num-requests",
+        "200",
+        "-q",
+        "--out",
+        again.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o).1);
+    let s: serde_json::Value = serde_json::from_slice(&summary(&again)).unwrap();
+    assert_eq!(s["num_requests"], 200);
+    let o = servesim(&["run"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).1.contains("no scenario") && text(&o).1.contains("--model"), "{}", text(&o).1);
+}
