@@ -269,6 +269,12 @@ struct CapacityArgs {
     /// Relative precision of each search.
     #[arg(long, default_value_t = 0.02)]
     tolerance: f64,
+    /// Print the answer only: no engine line, no progress.
+    #[arg(long, short)]
+    quiet: bool,
+    /// Print the result as JSON on stdout (nothing else).
+    #[arg(long)]
+    json: bool,
     /// Seed (overrides the scenario's; 0 to 2^63 - 1, as a scenario file can hold).
     #[arg(long, value_parser = clap::value_parser!(u64).range(..=i64::MAX as u64))]
     seed: Option<u64>,
@@ -294,6 +300,12 @@ struct PlanArgs {
     /// Seed (overrides the scenario's; 0 to 2^63 - 1, as a scenario file can hold).
     #[arg(long, value_parser = clap::value_parser!(u64).range(..=i64::MAX as u64))]
     seed: Option<u64>,
+    /// Print nothing but errors (plan.json is still written).
+    #[arg(long, short)]
+    quiet: bool,
+    /// Print plan.json on stdout (nothing else; the file is still written).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -473,6 +485,9 @@ struct RunArgs {
     /// Do not print the summary table.
     #[arg(long, short)]
     quiet: bool,
+    /// Print summary.json on stdout instead of the table (the files are still written).
+    #[arg(long)]
+    json: bool,
     /// Also write report.html.
     #[arg(long)]
     report: bool,
@@ -622,28 +637,42 @@ fn dispatch(cli: Cli) -> Result<()> {
                 return Err(ConfigError::new(format!("--tolerance {} must be in (0, 1)", a.tolerance)).into());
             }
             let catalog = open_catalog(a.s.models.as_deref())?;
-            println!("{}", crate::validate::band::engine_line(&loaded.scenario, &catalog));
-            let progress = Progress::start("capacity search", None, false);
+            let terse = a.quiet || a.json;
+            if !terse {
+                println!("{}", crate::validate::band::engine_line(&loaded.scenario, &catalog));
+            }
+            let progress = Progress::start("capacity search", None, terse);
             let c = crate::plan::capacity(&loaded, &catalog, a.replications, a.tolerance)?;
             drop(progress);
-            print!("{}", crate::plan::format_capacity(&c, &loaded.scenario.name));
+            if a.json {
+                println!("{}", to_json(&c)?);
+            } else {
+                print!("{}", crate::plan::format_capacity(&c, &loaded.scenario.name));
+            }
             Ok(())
         }
         Command::Plan(a) => {
             let (mut loaded, _) = load(&a.s, a.seed)?;
             loaded.min_requests = a.min_requests;
             let catalog = open_catalog(a.s.models.as_deref())?;
-            println!("{}", crate::validate::band::engine_line(&loaded.scenario, &catalog));
-            let progress = Progress::start("planning", None, false);
+            let terse = a.quiet || a.json;
+            if !terse {
+                println!("{}", crate::validate::band::engine_line(&loaded.scenario, &catalog));
+            }
+            let progress = Progress::start("planning", None, terse);
             let p = crate::plan::plan(&loaded, &catalog)?;
             drop(progress);
             let dir =
                 a.out.clone().unwrap_or_else(|| Path::new("output").join(format!("{}-plan", loaded.scenario.name)));
             crate::export::create_out_dir(&dir)?;
             write_json(&dir.join("plan.json"), &p)?;
-            print!("{}", crate::plan::format_plan(&p, &loaded.scenario.name, a.details));
-            println!("results: {}", dir.join("plan.json").display());
-            finish_report(&dir, a.report, false)
+            if a.json {
+                println!("{}", to_json(&p)?);
+            } else if !a.quiet {
+                print!("{}", crate::plan::format_plan(&p, &loaded.scenario.name, a.details));
+                println!("results: {}", dir.join("plan.json").display());
+            }
+            finish_report(&dir, a.report, terse)
         }
     }
 }
@@ -808,7 +837,7 @@ fn cmd_run(mut a: RunArgs) -> Result<()> {
             }
         ))?;
         write_atomic(file, |w| w.write_all(text.as_bytes()))?;
-        if !a.quiet {
+        if !a.quiet && !a.json {
             println!("scenario: {}", file.display());
         }
     }
@@ -820,7 +849,7 @@ fn cmd_run(mut a: RunArgs) -> Result<()> {
     let seed = setup.scenario.seed;
     let requests = crate::limits::estimate(&setup).requests.map(|n| n as u64);
     let runs = 1 + loaded.scenario.baseline.is_some() as u64;
-    let progress = Progress::start("simulating", requests.map(|n| n * runs), a.quiet);
+    let progress = Progress::start("simulating", requests.map(|n| n * runs), a.quiet || a.json);
     // All or nothing: the files are staged, then moved into place together.
     // requests.csv is written as requests finish, so no record is kept.
     let staging = export::Staging::new(&dir)?;
@@ -850,7 +879,9 @@ fn cmd_run(mut a: RunArgs) -> Result<()> {
         export::write_html_report(staging.path())?;
     }
     staging.commit()?;
-    if !a.quiet {
+    if a.json {
+        println!("{}", to_json(&rep.summary)?);
+    } else if !a.quiet {
         let catalog = open_catalog(a.s.models.as_deref())?;
         println!("{}", crate::validate::band::engine_line(&loaded.scenario, &catalog));
         print!("{}", format_summary(&rep.summary));
@@ -863,6 +894,11 @@ fn cmd_run(mut a: RunArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `value` as the pretty JSON the results files hold.
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
+    serde_json::to_string_pretty(value).map_err(|e| crate::Error::Runtime(format!("cannot write JSON: {e}")))
 }
 
 /// Writes report.html when asked (`--report`, `servesim report`) and says where.

@@ -232,3 +232,48 @@ fn plan_carries_the_model_error_band() {
     let text = servesim::plan::format_plan(&p, "quickstart", false);
     assert!(text.contains("slower (that error)"), "{text}");
 }
+
+/// Conventions users bring from `vllm bench serve` and hyperfine (issue 26):
+/// `--json` prints the result alone on stdout; `-q` works for capacity and
+/// plan; `run --json` prints the same summary as summary.json.
+#[test]
+fn json_and_quiet_flags_print_the_result_alone() {
+    let d = tempfile::tempdir().unwrap();
+    let text =
+        format!("{}[slo]\ne2e_ms = 40\npercentile = 99\n[plan]\nrate = 150\nmax_replicas = 8\n", common::SINGLE_SERVER);
+    std::fs::write(d.path().join("s.toml"), text).unwrap();
+    let sets = [
+        "--set",
+        "num_requests=4000",
+        "--set",
+        "cost.model=\"constant\"",
+        "--set",
+        "hardware.router=\"least-outstanding\"",
+    ];
+    let run = |args: &[&str]| {
+        let all: Vec<&str> = args.iter().chain(sets.iter()).copied().collect();
+        let o = common::servesim_in(d.path(), &all);
+        let (code, so, se) = common::outcome(&o);
+        assert_eq!(code, 0, "{args:?}: {se}");
+        so
+    };
+    let so = run(&["capacity", "s.toml", "--json", "-r", "2"]);
+    let v: serde_json::Value = serde_json::from_str(&so).unwrap_or_else(|e| panic!("{e}: {so}"));
+    assert!(
+        v["rate"][0].as_f64().is_some_and(|r| r > 0.0) && v["per_replication"].as_array().unwrap().len() == 2,
+        "{so}"
+    );
+    let quiet = run(&["capacity", "s.toml", "-q", "-r", "2"]);
+    assert!(!quiet.contains("Engine:") && !quiet.is_empty(), "{quiet}");
+    let so = run(&["plan", "s.toml", "--json", "--out", "p"]);
+    let v: serde_json::Value = serde_json::from_str(&so).unwrap_or_else(|e| panic!("{e}: {so}"));
+    let file: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.path().join("p/plan.json")).unwrap()).unwrap();
+    assert_eq!(v, file);
+    assert_eq!(run(&["plan", "s.toml", "-q", "--out", "p"]), "", "plan -q printed");
+    let so = run(&["run", "s.toml", "--json", "--out", "r"]);
+    let v: serde_json::Value = serde_json::from_str(&so).unwrap_or_else(|e| panic!("{e}: {so}"));
+    let file: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.path().join("r/summary.json")).unwrap()).unwrap();
+    assert_eq!(v, file, "run --json differs from summary.json");
+}
