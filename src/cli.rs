@@ -10,7 +10,13 @@ use std::path::{Path, PathBuf};
 
 /// servesim: a discrete-event capacity simulator for LLM inference serving.
 #[derive(Debug, Parser)]
-#[command(name = "servesim", version, about, long_about = None)]
+#[command(
+    name = "servesim",
+    version,
+    about,
+    long_about = None,
+    after_help = "Examples:\n  servesim run scenarios/quickstart.toml\n  servesim run --model llama-3.1-70b --gpu h100-sxm --tp 2 --rate 3\n  servesim sweep scenarios/quickstart.toml --grid workload.rate=2,4,6,8\n  servesim capacity scenarios/quickstart.toml\n  servesim explain output/quickstart\n\nEvery command: servesim <command> --help. The user guide: docs/guide.md."
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -42,34 +48,67 @@ struct LimitArgs {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Simulate a scenario and write summary.json, requests.csv and manifest.json.
+    #[command(
+        after_help = "Examples:\n  servesim run scenarios/quickstart.toml\n  servesim run scenarios/quickstart.toml --set workload.rate=9 --out output/q9\n  servesim run --model llama-3.1-70b --gpu h100-sxm --tp 2 --rate 3 --prompt-tokens 1000 --output-tokens 250\n  servesim run scenarios/overload.toml --json > summary.json"
+    )]
     Run(RunArgs),
     /// Validate a scenario; print the resolved configuration and memory plan.
+    #[command(
+        after_help = "Examples:\n  servesim check scenarios/quickstart.toml\n  servesim check scenarios/quickstart.toml --set hardware.tp=2"
+    )]
     Check(ScenarioArgs),
     /// Print the catalogue of models or GPUs.
+    #[command(after_help = "Examples:\n  servesim list models\n  servesim list engines")]
     List(ListArgs),
     /// Run a grid of scenario variants in parallel; write sweep.csv, sweep.json and charts.
+    #[command(
+        after_help = "Examples:\n  servesim sweep scenarios/quickstart.toml --grid workload.rate=2,4,6,8\n  servesim sweep scenarios/quickstart.toml --grid workload.rate=2,4 --grid engine.max_num_seqs=64,256 --report"
+    )]
     Sweep(SweepArgs),
     /// Combine the folders of sharded sweeps into one result, as if run unsharded.
+    #[command(after_help = "Examples:\n  servesim merge output/shard-0 output/shard-1 --out output/all")]
     Merge(MergeArgs),
     /// The highest request rate one configuration sustains under its SLOs, with a confidence interval.
+    #[command(
+        after_help = "Examples:\n  servesim capacity scenarios/quickstart.toml\n  servesim capacity scenarios/quickstart.toml -q --json"
+    )]
     Capacity(CapacityArgs),
     /// The cheapest configurations of the [plan] search space that carry the target load within the SLOs.
+    #[command(
+        after_help = "Examples:\n  servesim plan scenarios/plan-70b-chat.toml\n  servesim plan scenarios/plan-70b-chat.toml --details --report"
+    )]
     Plan(PlanArgs),
     /// Write a self-contained report.html for a results folder (a run, a sweep or a plan).
+    #[command(after_help = "Examples:\n  servesim report output/quickstart")]
     Report(PlotArgs),
     /// Redraw the charts of a results folder (a run or a sweep).
+    #[command(after_help = "Examples:\n  servesim plot output/quickstart")]
     Plot(PlotArgs),
     /// Read a run backwards: which parts of their latency made the slowest requests slow, what caused them, and a change tested with common random numbers.
+    #[command(
+        after_help = "Examples:\n  servesim explain output/quickstart\n  servesim explain scenarios/overload.toml --metric ttft --json"
+    )]
     Explain(ExplainArgs),
     /// Measure simulator speed and memory (see docs/development.md, "Speed").
+    #[command(after_help = "Examples:\n  servesim bench\n  servesim bench --sizes 100000,1000000")]
     Bench(crate::bench::BenchArgs),
     /// Compare servesim's predictions with every reference data set shipped in validation/.
+    #[command(after_help = "Examples:\n  servesim validate\n  servesim validate --only gpustack-serve-h100 --rows")]
     Validate(ValidateArgs),
     /// Fit an engine profile's overheads to measurements; report held-out error; write the profile.
+    #[command(
+        after_help = "Examples:\n  servesim calibrate validation:gpustack-serve --rows vLLM --rows \"qwen3-14b #\" --fit step_overhead_ms\n  servesim calibrate result.json --scenario my-setup.toml"
+    )]
     Calibrate(CalibrateArgs),
     /// Measure the overload test's error rates on queues of known load (docs/stability.md).
+    #[command(
+        after_help = "Examples:\n  servesim stability-table --seeds 20\n  servesim stability-table --systems bursty --lengths 20000 --rhos 0.8,1.05"
+    )]
     StabilityTable(StabilityTableArgs),
     /// A local web page to feel the latency–throughput tradeoff: controls re-simulate and redraw (docs/playground.md).
+    #[command(
+        after_help = "Examples:\n  servesim playground scenarios/quickstart.toml\n  servesim playground scenarios/what-if-router.toml --port 9000 --no-open"
+    )]
     Playground(PlaygroundArgs),
 }
 

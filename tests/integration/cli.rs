@@ -622,3 +622,28 @@ fn quick_flags_run_without_a_scenario_file_and_save_what_they_ran() {
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).1.contains("no scenario") && text(&o).1.contains("--model"), "{}", text(&o).1);
 }
+
+/// `--help` shows examples, for the program and every command (issue 26).
+#[test]
+fn help_shows_examples_for_every_command() {
+    let top = text(&servesim(&["--help"])).0;
+    assert!(top.contains("Examples:") && top.contains("servesim run scenarios/quickstart.toml"), "{top}");
+    let commands: Vec<String> = top
+        .split("Commands:")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map_while(|l| l.strip_prefix("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|c| c != "help")
+        .collect();
+    assert!(commands.len() >= 15, "{commands:?}");
+    for c in &commands {
+        let help = text(&servesim(&[c, "--help"])).0;
+        assert!(
+            help.contains("Examples:") && help.contains(&format!("servesim {c}")),
+            "{c} --help has no example:\n{help}"
+        );
+    }
+}
