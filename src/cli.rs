@@ -437,32 +437,21 @@ struct RunScenarioArgs {
 impl RunScenarioArgs {
     /// The quick flags as `--set` overrides, in the order the flags are listed.
     fn quick_sets(&self) -> Vec<String> {
-        let mut sets = Vec::new();
-        let q = |s: &str| toml::Value::String(s.to_string()).to_string();
-        if let Some(m) = &self.model {
-            sets.push(format!("model.name={}", q(m)));
-        }
-        if let Some(g) = &self.gpu {
-            sets.push(format!("hardware.gpu={}", q(g)));
-        }
-        if let Some(tp) = self.tp {
-            sets.push(format!("hardware.tp={tp}"));
-        }
-        if let Some(r) = self.replicas {
-            sets.push(format!("hardware.replicas={r}"));
-        }
-        if let Some(r) = self.rate {
-            sets.push(format!("workload.rate={r:?}"));
-        }
-        if let Some(n) = self.prompt_tokens {
-            sets.push(format!("workload.prompt_tokens={{dist=\"fixed\",value={n}}}"));
-        }
-        if let Some(n) = self.output_tokens {
-            sets.push(format!("workload.output_tokens={{dist=\"fixed\",value={n}}}"));
-        }
-        if let Some(n) = self.num_requests {
-            sets.push(format!("num_requests={n}"));
-        }
+        let q = |s: &String| toml::Value::String(s.clone()).to_string();
+        let fixed = |n: u32| format!("{{dist=\"fixed\",value={n}}}");
+        let mut sets: Vec<String> = [
+            ("model.name", self.model.as_ref().map(q)),
+            ("hardware.gpu", self.gpu.as_ref().map(q)),
+            ("hardware.tp", self.tp.map(|n| n.to_string())),
+            ("hardware.replicas", self.replicas.map(|n| n.to_string())),
+            ("workload.rate", self.rate.map(|r| format!("{r:?}"))),
+            ("workload.prompt_tokens", self.prompt_tokens.map(fixed)),
+            ("workload.output_tokens", self.output_tokens.map(fixed)),
+            ("num_requests", self.num_requests.map(|n| n.to_string())),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| format!("{k}={v}")))
+        .collect();
         let context = match (self.max_model_len, &self.scenario) {
             (Some(n), _) => Some(n),
             (None, None) if !sets.is_empty() => {

@@ -332,29 +332,18 @@ fn calibrate_writes_a_profile_and_rejects_bad_input() {
                 llama2-70b,a100-80gb,2048,1,128,685.57,54.93,7667.07,2\n\
                 llama2-70b,a100-80gb,512,16,128,3220.06,66.08,11624.73,2\n\
                 llama2-70b,a100-80gb,512,4,128,843.27,60.61,8546.06,2\n";
+    let out = dir.path().join("c");
+    let calibrate_sw =
+        || servesim(&["calibrate", sw.to_str().unwrap(), "--preset", "vllm-v0", "--out", out.to_str().unwrap()]);
     std::fs::write(&sw, format!("{head}{}{}{good}", row("a100-80gb", "2"), row("zz-gpu", "2"))).unwrap();
-    let o = servesim(&[
-        "calibrate",
-        sw.to_str().unwrap(),
-        "--preset",
-        "vllm-v0",
-        "--out",
-        dir.path().join("c").to_str().unwrap(),
-    ]);
+    let o = calibrate_sw();
     let (so, se) = text(&o);
     let all = format!("{so}{se}");
     assert!(all.contains("sw.csv:3: llama2-70b on zz-gpu tp 2") && all.contains("unknown gpu"), "{all}");
     assert!(!all.contains("splitwise.toml") && !all.contains("row.toml"), "{all}");
     // A tensor-parallel degree that is not a whole number is a broken row, not tp 1.
     std::fs::write(&sw, format!("{head}{}", row("a100-80gb", "1.5"))).unwrap();
-    let o = servesim(&[
-        "calibrate",
-        sw.to_str().unwrap(),
-        "--preset",
-        "vllm-v0",
-        "--out",
-        dir.path().join("c").to_str().unwrap(),
-    ]);
+    let o = calibrate_sw();
     let (so, se) = text(&o);
     assert_eq!(o.status.code(), Some(2), "{so}{se}");
     assert!(format!("{so}{se}").contains("sw.csv:2: sizes must be whole numbers"), "{so}{se}");
