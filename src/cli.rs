@@ -806,7 +806,7 @@ fn cmd_run(mut a: RunArgs) -> Result<()> {
     } else if !a.quiet {
         let catalog = open_catalog(a.s.models.as_deref())?;
         println!("{}", crate::validate::band::engine_line(&loaded.scenario, &catalog));
-        print!("{}", format_summary(&rep.summary));
+        print!("{}", format_summary(&rep.summary, &setup.scenario.percentiles));
         if let Some(b) = &base {
             print!("{}", export::format_baseline(&rep.summary, &b.summary));
         }

@@ -49,6 +49,11 @@ pub(super) struct RunScenarioArgs {
     /// Requests to simulate (num_requests; `--num-prompts`).
     #[arg(long, value_name = "N", help_heading = "Quick scenario (no TOML)")]
     pub(super) num_requests: Option<u64>,
+    /// Latency percentiles to print, comma-separated, e.g. 50,90,99,99.9
+    /// (the scenario key `percentiles`; `vllm bench serve --metric-percentiles`).
+    /// Any beyond 50, 90, 95, 99, 99.9 and 99.99 are added to summary.json.
+    #[arg(long, value_name = "P,P,...", value_delimiter = ',', num_args = 1..)]
+    pub(super) percentiles: Vec<f64>,
     /// Write the scenario this run used (file and every override applied) as TOML.
     #[arg(long, value_name = "FILE", help_heading = "Quick scenario (no TOML)")]
     pub(super) save_scenario: Option<PathBuf>,
@@ -107,6 +112,10 @@ impl RunScenarioArgs {
                     .into());
             }
         };
+        if !self.percentiles.is_empty() {
+            let list: Vec<String> = self.percentiles.iter().map(|&p| toml::Value::Float(p).to_string()).collect();
+            sets.push(format!("percentiles=[{}]", list.join(",")));
+        }
         sets.extend(self.set.iter().cloned());
         Ok(ScenarioArgs { scenario, text, set: sets, models: self.models.clone() })
     }

@@ -47,6 +47,12 @@ pub struct Scenario {
     /// Requests arriving before this time are simulated but left out of the metrics.
     #[serde(default)]
     pub warmup_s: f64,
+    /// Latency percentiles the terminal summary prints, as `vllm bench serve
+    /// --metric-percentiles` chooses them (e.g. `[50, 90, 99, 99.9]`). Any not
+    /// among the standard six (50, 90, 95, 99, 99.9, 99.99) are added to
+    /// summary.json as `p<P>_<metric>_ms`. Empty: the standard table.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub percentiles: Vec<f64>,
     /// The LLM and its numeric formats.
     pub model: ModelConfig,
     /// GPUs, parallelism, replicas and routing.

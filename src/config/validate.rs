@@ -60,6 +60,33 @@ pub fn safe_name(name: &str) -> Check {
     Ok(())
 }
 
+/// The most percentiles `percentiles` may list.
+pub const MAX_PERCENTILES: usize = 16;
+
+/// Checks the top-level `percentiles` list.
+fn percentiles(ps: &[f64]) -> Check {
+    if ps.len() > MAX_PERCENTILES {
+        return fail(
+            "percentiles",
+            format!("lists {} percentiles; at most {MAX_PERCENTILES} are reported", ps.len()),
+            "keep the percentiles you read, e.g. percentiles = [50, 90, 99, 99.9]",
+        );
+    }
+    for (i, &p) in ps.iter().enumerate() {
+        if !(0.0..=100.0).contains(&p) {
+            return fail(
+                &format!("percentiles[{i}]"),
+                format!("must be between 0 and 100, got {p}"),
+                "give percentiles as 0-100, e.g. 99.9 (not 0.999)",
+            );
+        }
+        if ps[..i].contains(&p) {
+            return fail(&format!("percentiles[{i}]"), format!("{p} is listed twice"), "list each percentile once");
+        }
+    }
+    Ok(())
+}
+
 impl Scenario {
     /// Checks every value; returns (key path, problem, fix) for the first bad one.
     pub fn validate(&self) -> Check {
@@ -80,6 +107,7 @@ impl Scenario {
             _ => {}
         }
         non_negative("warmup_s", self.warmup_s)?;
+        percentiles(&self.percentiles)?;
         if let Some(d) = self.duration_s
             && self.warmup_s >= d
         {

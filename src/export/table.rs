@@ -22,19 +22,27 @@ fn num(x: f64, prec: usize) -> String {
     if x.is_finite() { format!("{x:.prec$}") } else { "n/a".into() }
 }
 
-fn latency(out: &mut String, title: &str, short: &str, m: &LatencyMetric) {
+/// The percentiles the table prints when the scenario names none.
+const SHOWN: [f64; 3] = [90.0, 99.0, 99.9];
+
+fn latency(out: &mut String, title: &str, short: &str, m: &LatencyMetric, shown: &[f64]) {
     rule(out, title);
     let d = &m.dist;
     row(out, &format!("Mean {short} (ms)"), num(d.mean, 2));
     row(out, &format!("Median {short} (ms)"), num(d.median(), 2));
-    row(out, &format!("P90 {short} (ms)"), num(d.percentiles[1], 2));
-    row(out, &format!("P99 {short} (ms)"), num(d.percentiles[3], 2));
-    row(out, &format!("P99.9 {short} (ms)"), num(d.percentiles[4], 2));
+    for &p in shown {
+        row(out, &format!("P{p} {short} (ms)"), num(d.at(p).unwrap_or(f64::NAN), 2));
+    }
     row(out, &format!("Max {short} (ms)"), num(d.max, 2));
 }
 
-/// The run summary as a text table.
-pub fn format_summary(s: &Summary) -> String {
+/// The run summary as a text table; `percentiles` are the latency
+/// percentiles to print (the scenario's `percentiles`; empty: P90, P99 and
+/// P99.9 beside the median), in ascending order.
+pub fn format_summary(s: &Summary, percentiles: &[f64]) -> String {
+    let mut shown = if percentiles.is_empty() { SHOWN.to_vec() } else { percentiles.to_vec() };
+    shown.sort_by(f64::total_cmp);
+    let shown = &shown[..];
     let mut o = String::new();
     let title = format!(" servesim: {} ", s.scenario);
     let _ = writeln!(o, "{:=^W$}", title);
@@ -114,11 +122,11 @@ pub fn format_summary(s: &Summary) -> String {
             ),
         );
     }
-    latency(&mut o, "Queueing delay", "queue", &m.queue);
-    latency(&mut o, "Time to First Token", "TTFT", &m.ttft);
-    latency(&mut o, "Time per Output Token (excl. 1st token)", "TPOT", &m.tpot);
-    latency(&mut o, "Inter-token Latency", "ITL", &m.itl);
-    latency(&mut o, "End-to-end Latency", "E2EL", &m.e2el);
+    latency(&mut o, "Queueing delay", "queue", &m.queue, shown);
+    latency(&mut o, "Time to First Token", "TTFT", &m.ttft, shown);
+    latency(&mut o, "Time per Output Token (excl. 1st token)", "TPOT", &m.tpot, shown);
+    latency(&mut o, "Inter-token Latency", "ITL", &m.itl, shown);
+    latency(&mut o, "End-to-end Latency", "E2EL", &m.e2el, shown);
     if let Some(slo) = &m.slo {
         rule(&mut o, "SLOs");
         let fmt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v} ms"));

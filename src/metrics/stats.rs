@@ -53,6 +53,9 @@ pub struct Distribution {
     pub min: f64,
     /// Largest value.
     pub max: f64,
+    /// Percentiles asked for beyond [`PERCENTILES`] (scenario key `percentiles`), as
+    /// (percentile, value), ascending; empty unless asked for.
+    pub extra: Vec<(f64, f64)>,
 }
 
 impl Distribution {
@@ -67,6 +70,7 @@ impl Distribution {
                 percentiles: vec![f64::NAN; PERCENTILES.len()],
                 min: f64::NAN,
                 max: f64::NAN,
+                extra: Vec::new(),
             };
         }
         let mean = data.iter().sum::<f64>() / n as f64;
@@ -74,7 +78,15 @@ impl Distribution {
         let min = data.iter().copied().fold(f64::INFINITY, f64::min);
         let max = data.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let percentiles = percentiles(data, &PERCENTILES);
-        Distribution { count: n as u64, mean, std: var.sqrt(), percentiles, min, max }
+        Distribution { count: n as u64, mean, std: var.sqrt(), percentiles, min, max, extra: Vec::new() }
+    }
+
+    /// Describes `data` (reordered in place), with the percentiles `extra`
+    /// (ascending, none of [`PERCENTILES`]) besides the standard ones.
+    pub fn of_with(data: &mut [f64], extra: &[f64]) -> Self {
+        let mut d = Distribution::of(data);
+        d.extra = extra.iter().copied().zip(percentiles(data, extra)).collect();
+        d
     }
 
     /// Describes a histogram of pooled samples.
@@ -86,7 +98,25 @@ impl Distribution {
             percentiles: PERCENTILES.iter().map(|&p| h.percentile(p)).collect(),
             min: h.min(),
             max: h.max(),
+            extra: Vec::new(),
         }
+    }
+
+    /// The value at percentile `p`: a standard one or one of `extra`.
+    pub fn at(&self, p: f64) -> Option<f64> {
+        PERCENTILES
+            .iter()
+            .position(|&q| q == p)
+            .map(|i| self.percentiles[i])
+            .or_else(|| self.extra.iter().find(|(q, _)| *q == p).map(|(_, v)| *v))
+    }
+
+    /// Every reported percentile, standard and extra, ascending, as (percentile, value).
+    pub fn all_percentiles(&self) -> Vec<(f64, f64)> {
+        let mut all: Vec<(f64, f64)> = PERCENTILES.iter().copied().zip(self.percentiles.iter().copied()).collect();
+        all.extend(self.extra.iter().copied());
+        all.sort_by(|a, b| a.0.total_cmp(&b.0));
+        all
     }
 
     /// The median (p50).

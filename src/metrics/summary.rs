@@ -19,8 +19,9 @@ use std::collections::BTreeMap;
 
 /// A latency distribution serialised under vLLM-style flat keys:
 /// `mean_<name>_ms`, `median_<name>_ms`, `std_<name>_ms`, `p<P>_<name>_ms`
-/// for P in 50, 90, 95, 99, 99.9, 99.99, `min_<name>_ms`, `max_<name>_ms`,
-/// and `<name>_count`.
+/// for P in 50, 90, 95, 99, 99.9, 99.99 and any other the scenario's
+/// `percentiles` asks for (in ascending order), `min_<name>_ms`,
+/// `max_<name>_ms`, and `<name>_count`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LatencyMetric {
     /// Key stem, e.g. "ttft".
@@ -42,8 +43,8 @@ impl Serialize for LatencyMetric {
         m.serialize_entry(&format!("mean_{n}_ms"), &d.mean)?;
         m.serialize_entry(&format!("median_{n}_ms"), &d.median())?;
         m.serialize_entry(&format!("std_{n}_ms"), &d.std)?;
-        for (p, v) in PERCENTILES.iter().zip(&d.percentiles) {
-            m.serialize_entry(&format!("p{}_{n}_ms", p_word(*p)), v)?;
+        for (p, v) in d.all_percentiles() {
+            m.serialize_entry(&format!("p{}_{n}_ms", p_word(p)), &v)?;
         }
         m.serialize_entry(&format!("min_{n}_ms"), &d.min)?;
         m.serialize_entry(&format!("max_{n}_ms"), &d.max)?;
@@ -711,7 +712,8 @@ impl ClassMap {
 /// The finished account of one group of measured requests.
 impl Columns {
     /// The metrics; `slo` gives the objectives shown (null when they differ by class).
-    fn finish(self, itl: &hist::LogHistogram, duration: f64, slo: Option<&SloConfig>) -> RequestMetrics {
+    /// `extra`: the percentiles reported besides the standard ones.
+    fn finish(self, itl: &hist::LogHistogram, duration: f64, slo: Option<&SloConfig>, extra: &[f64]) -> RequestMetrics {
         let Columns { cols, failures, measured, completed, clipped, in_tok, out_tok, good, ok, subject, with_slo } =
             self;
         let [ttft, tpot, e2el, queue, pre, norm] = cols;
@@ -724,14 +726,14 @@ impl Columns {
             ("norm_e2el", norm),
         ];
         let mut done: Vec<LatencyMetric> =
-            metrics.into_par_iter().map(|(name, c)| LatencyMetric { name, dist: c.describe_ms() }).collect();
+            metrics.into_par_iter().map(|(name, c)| LatencyMetric { name, dist: c.describe_ms(extra) }).collect();
         let norm_m = done.pop().expect("6 metrics");
         let pre_m = done.pop().expect("6 metrics");
         let queue_m = done.pop().expect("6 metrics");
         let e2el_m = done.pop().expect("6 metrics");
         let tpot_m = done.pop().expect("6 metrics");
         let ttft_m = done.pop().expect("6 metrics");
-        let itl_d = histogram_ms(itl);
+        let itl_d = histogram_ms(itl, extra);
         let slo_summary = (with_slo > 0).then(|| {
             let frac = |n: u64, of: u64| if of > 0 { Some(n as f64 / of as f64) } else { None };
             SloSummary {
@@ -783,6 +785,15 @@ impl Summary {
     }
 }
 
+/// The percentiles of `asked` (the scenario's `percentiles`) that are not
+/// among the standard ones, ascending and without repeats.
+pub fn extra_percentiles(asked: &[f64]) -> Vec<f64> {
+    let mut extra: Vec<f64> = asked.iter().copied().filter(|p| !PERCENTILES.contains(p)).collect();
+    extra.sort_by(f64::total_cmp);
+    extra.dedup();
+    extra
+}
+
 /// Builds the summary of a finished simulation from its [`Tally`]
 /// (taken out of `out`: a second call would see an empty one).
 pub fn summarize(setup: &Setup, seed: u64, out: &mut SimOutput) -> Summary {
@@ -794,6 +805,7 @@ pub fn summarize(setup: &Setup, seed: u64, out: &mut SimOutput) -> Summary {
     let start = warmup.max(0.0);
     let duration = (out.end_time - start).max(f64::MIN_POSITIVE);
     let percentile_error = tally.percentile_error();
+    let extra = extra_percentiles(&s.percentiles);
     let mut backlog = tally.backlog();
     let mut groups = std::mem::take(&mut tally.groups);
     let n_measured: u64 = groups.iter().map(|g| g.measured).sum();
@@ -806,7 +818,7 @@ pub fn summarize(setup: &Setup, seed: u64, out: &mut SimOutput) -> Summary {
                     let c = &workload.classes[i];
                     let mut own = Columns::default();
                     own.append(g);
-                    let m = own.finish(&out.itl_by_class[i], duration, c.slo.as_ref());
+                    let m = own.finish(&out.itl_by_class[i], duration, c.slo.as_ref(), &extra);
                     let prefill_only = c.prefill_only;
                     let summary = ClassSummary {
                         priority: c.priority,
@@ -816,7 +828,11 @@ pub fn summarize(setup: &Setup, seed: u64, out: &mut SimOutput) -> Summary {
                         items_per_second: prefill_only.then_some(m.request_throughput),
                         time_to_result: LatencyMetric {
                             name: "ttr",
-                            dist: if prefill_only { m.e2el.dist.clone() } else { Distribution::of(&mut []) },
+                            dist: if prefill_only {
+                                m.e2el.dist.clone()
+                            } else {
+                                Distribution::of_with(&mut [], &extra)
+                            },
                         },
                         metrics: m,
                     };
@@ -831,7 +847,7 @@ pub fn summarize(setup: &Setup, seed: u64, out: &mut SimOutput) -> Summary {
     }
     // The pooled objectives are `[slo]`'s unless a class sets its own (then null).
     let uniform = s.workload.classes.iter().all(|c| c.slo.is_none());
-    let metrics = all.finish(&out.itl, duration, s.slo.as_ref().filter(|_| uniform));
+    let metrics = all.finish(&out.itl, duration, s.slo.as_ref().filter(|_| uniform), &extra);
     let out_tok = metrics.total_output_tokens;
     let completed = metrics.completed;
     let stats = &out.replicas;

@@ -68,24 +68,27 @@ impl Column {
         }
     }
 
-    /// The distribution, in milliseconds.
-    pub(crate) fn describe_ms(self) -> Distribution {
+    /// The distribution, in milliseconds, with the percentiles `extra` besides the standard ones.
+    pub(crate) fn describe_ms(self, extra: &[f64]) -> Distribution {
         match self {
             Column::Exact(mut v) => {
                 for x in &mut v {
                     *x *= 1e3;
                 }
-                Distribution::of(&mut v)
+                Distribution::of_with(&mut v, extra)
             }
-            Column::Sketch(h) => histogram_ms(&h),
+            Column::Sketch(h) => histogram_ms(&h, extra),
         }
     }
 }
 
-/// The distribution of a histogram of seconds, in milliseconds.
-pub(crate) fn histogram_ms(h: &LogHistogram) -> Distribution {
+/// The distribution of a histogram of seconds, in milliseconds, with the
+/// percentiles `extra` besides the standard ones.
+pub(crate) fn histogram_ms(h: &LogHistogram, extra: &[f64]) -> Distribution {
     let mut d = Distribution::of_histogram(h);
-    for x in d.percentiles.iter_mut().chain([&mut d.mean, &mut d.std, &mut d.min, &mut d.max]) {
+    d.extra = extra.iter().map(|&p| (p, h.percentile(p))).collect();
+    let extra_values = d.extra.iter_mut().map(|(_, v)| v);
+    for x in d.percentiles.iter_mut().chain(extra_values).chain([&mut d.mean, &mut d.std, &mut d.min, &mut d.max]) {
         *x *= 1e3;
     }
     d

@@ -612,6 +612,38 @@ fn quick_flags_run_without_a_scenario_file_and_save_what_they_ran() {
     assert!(text(&o).1.contains("no scenario") && text(&o).1.contains("--model"), "{}", text(&o).1);
 }
 
+/// `--percentiles` chooses the latency percentiles printed, as `vllm bench
+/// serve --metric-percentiles` does; bad lists exit 2 naming the entry.
+#[test]
+fn percentiles_flag_chooses_the_printed_percentiles() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("p");
+    let o = servesim(&[
+        "run",
+        "scenarios/quickstart.toml",
+        "--num-requests",
+        "300",
+        "--percentiles",
+        "99.9,50,75",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let (so, se) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{se}");
+    let ttft: Vec<&str> = so.lines().filter(|l| l.starts_with('P') && l.contains(" TTFT (ms)")).collect();
+    let names: Vec<&str> = ttft.iter().map(|l| l.split(" TTFT").next().unwrap()).collect();
+    assert_eq!(names, ["P50", "P75", "P99.9"], "{so}");
+    assert!(!so.contains("P90 TTFT"), "only the asked percentiles are printed:\n{so}");
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let printed: f64 = ttft[1].split_whitespace().last().unwrap().parse().unwrap();
+    assert!((s["p75_ttft_ms"].as_f64().unwrap() - printed).abs() < 0.01, "{printed} vs {}", s["p75_ttft_ms"]);
+    for (bad, needle) in [("99,101", "percentiles[1]"), ("90,90", "listed twice"), ("0.5,nan", "percentiles[1]")] {
+        let o = servesim(&["run", "scenarios/quickstart.toml", "--percentiles", bad, "--out", out.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "--percentiles {bad}");
+        assert!(text(&o).1.contains(needle), "--percentiles {bad}: {}", text(&o).1);
+    }
+}
+
 /// `--help` shows examples, for the program and every command (issue 26).
 #[test]
 fn help_shows_examples_for_every_command() {

@@ -289,3 +289,28 @@ fn lora_summary_matches_schema() {
     assert_valid(&json, "quickstart with LoRA adapters");
     assert_eq!(json["lora"]["adapters"], 8);
 }
+
+/// `percentiles` beyond the standard six add `p<P>_<metric>_ms` keys (top
+/// level and per class), in ascending order among the standard ones, with
+/// values between their neighbours; the summary still validates.
+#[test]
+fn asked_percentiles_are_added_and_validate() {
+    let json = summary_json(QUICKSTART, "quickstart.toml", &["num_requests=400", "percentiles=[99.5, 75, 50]"]);
+    assert_valid(&json, "quickstart with percentiles = [99.5, 75, 50]");
+    let ttft = |p: &str| json[format!("p{p}_ttft_ms")].as_f64().unwrap_or_else(|| panic!("p{p}_ttft_ms missing"));
+    assert!(ttft("50") <= ttft("75") && ttft("75") <= ttft("90"), "{} {} {}", ttft("50"), ttft("75"), ttft("90"));
+    assert!(ttft("99") <= ttft("99.5") && ttft("99.5") <= ttft("99.9"));
+    assert!(json["p75_itl_ms"].as_f64().is_some() && json["p99.5_e2el_ms"].as_f64().is_some());
+    let keys: Vec<&String> = json.as_object().unwrap().keys().filter(|k| k.ends_with("_ttft_ms")).collect();
+    let pos = |k: &str| keys.iter().position(|x| *x == k).unwrap();
+    assert!(pos("p50_ttft_ms") < pos("p75_ttft_ms") && pos("p75_ttft_ms") < pos("p90_ttft_ms"), "{keys:?}");
+    // Without the key nothing is added.
+    let plain = summary_json(QUICKSTART, "quickstart.toml", &["num_requests=400"]);
+    assert!(plain.get("p75_ttft_ms").is_none());
+    let text = include_str!("../../scenarios/mixed-classes.toml");
+    let classes = summary_json(text, "mixed-classes.toml", &["duration_s=60", "percentiles=[80]"]);
+    assert_valid(&classes, "mixed classes with percentiles = [80]");
+    for (name, c) in classes["classes"].as_object().unwrap() {
+        assert!(c.get("p80_ttft_ms").is_some() && c.get("p80_ttr_ms").is_some(), "class {name}");
+    }
+}
