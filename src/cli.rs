@@ -81,6 +81,11 @@ enum Command {
     /// Write a self-contained report.html for a results folder (a run, a sweep or a plan).
     #[command(after_help = "Examples:\n  servesim report output/quickstart")]
     Report(PlotArgs),
+    /// Two run folders side by side: headline metrics with B − A, and per-request differences with 95% intervals where both served the same requests.
+    #[command(
+        after_help = "Examples:\n  servesim compare output/quickstart output/q9\n  servesim compare output/a output/b --percentiles 50,99,99.9 --json"
+    )]
+    Compare(CompareArgs),
     /// Redraw the charts of a results folder (a run or a sweep).
     #[command(after_help = "Examples:\n  servesim plot output/quickstart")]
     Plot(PlotArgs),
@@ -369,6 +374,20 @@ struct PlotArgs {
     dir: PathBuf,
 }
 
+#[derive(Debug, Args)]
+struct CompareArgs {
+    /// The reference run's folder.
+    a: PathBuf,
+    /// The other run's folder (differences are B − A).
+    b: PathBuf,
+    /// Percentiles of the headline rows, comma-separated (default 50,90,99).
+    #[arg(long, value_name = "P,P,...", value_delimiter = ',', num_args = 1..)]
+    percentiles: Vec<f64>,
+    /// Print the comparison as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
 #[derive(Debug, Args, Default)]
 struct ScenarioArgs {
     /// Scenario TOML file.
@@ -545,6 +564,15 @@ fn dispatch(cli: Cli) -> Result<()> {
                 eprintln!("warning: {note}");
             }
             println!("merged {} points from {} folders into {}", points.len(), a.dirs.len(), a.out.display());
+            Ok(())
+        }
+        Command::Compare(a) => {
+            let c = crate::compare::compare(&a.a, &a.b, &a.percentiles)?;
+            if a.json {
+                println!("{}", to_json(&c)?);
+            } else {
+                print!("{}", crate::compare::format(&c));
+            }
             Ok(())
         }
         Command::Plot(a) => cmd_plot(&a.dir),

@@ -65,6 +65,7 @@ pub mod calibrate;
 pub mod catalog;
 pub mod cli;
 pub mod cluster;
+pub mod compare;
 pub mod config;
 pub mod cost;
 pub mod detection;

@@ -8,6 +8,7 @@ mod claims;
 mod cli;
 mod cluster;
 mod common;
+mod compare;
 mod determinism;
 mod energy;
 mod engines;
