@@ -442,7 +442,122 @@ const BASELINE_COLUMNS: [&str; 7] = [
     "slo.attainment",
 ];
 
-/// The plan page.
+/// A plan candidate's configuration in words: "h100-sxm · tp 2 · fp8 ·
+/// max_num_batched_tokens 8192" (the last segment of each key).
+fn config_words(c: &Value) -> String {
+    let words: Vec<String> = c["config"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|x| {
+            let (k, v) = (x[0].as_str().unwrap_or(""), x[1].as_str().unwrap_or(""));
+            match k {
+                "hardware.gpu" | "model.dtype" => v.to_string(),
+                "hardware.tp" => format!("tp {v}"),
+                _ => format!("{} {v}", k.rsplit('.').next().unwrap_or(k)),
+            }
+        })
+        .collect();
+    words.join(" · ")
+}
+
+/// The winner in a few sentences: what to buy, its cost, how close it runs
+/// to its objectives, and how sure that is.
+fn plan_winner(p: &Value, w: &Value) -> String {
+    let v = &w["verdict"];
+    let replicas = w["replicas"].as_u64().unwrap_or(0);
+    let mut o = format!(
+        "<div class=\"ok\"><b>Winner: {} × ({})</b>: {} GPUs, ${}/hour, ${} per million output tokens. \
+         Binding objective: {} at {} ms against {} ms ({}% headroom).",
+        replicas,
+        esc(&config_words(w)),
+        w["gpus"],
+        f(&w["usd_per_hour"], 2),
+        f(&w["usd_per_million_output_tokens"], 3),
+        esc(v["binding"].as_str().unwrap_or("")),
+        f(&v["value"], 1),
+        f(&v["limit"], 1),
+        f(&v["headroom"].as_f64().map(|x| x * 100.0).into(), 0)
+    );
+    let check = &p["check"];
+    if let Some(k) = check["confirmed_replicas"].as_u64() {
+        let _ = write!(
+            o,
+            " {}",
+            if k == replicas {
+                format!("Confirmed by runs {}× longer.", f(&check["factor"], 0))
+            } else {
+                format!("Runs {}× longer need {k} replicas: plan {k}.", f(&check["factor"], 0))
+            }
+        );
+    } else if check.is_object() {
+        o += " Not confirmed by longer runs: lengthen them (--min-requests) and plan again.";
+    }
+    let band = w["model_error"]["band"].as_f64().filter(|b| b.is_finite() && *b > 0.0);
+    if let Some(b) = band {
+        let _ = write!(
+            o,
+            " With every step {:.0}% slower (the model's validated error), {}.",
+            b * 100.0,
+            match p["model_error_replicas"].as_u64() {
+                Some(k) if k == replicas => "it still meets them".to_string(),
+                Some(k) => format!("it needs {k} replicas"),
+                None => "even twice its replicas miss them".to_string(),
+            }
+        );
+    }
+    if let Some(r) = w["one_fewer"]["reason"].as_str() {
+        let _ = write!(o, " One replica fewer fails: {}.", esc(r));
+    }
+    o + "</div>"
+}
+
+/// Cost against headroom for every configuration that carries the load, one
+/// colour per GPU, the winner ringed.
+fn plan_chart(ok: &[&Value]) -> Result<String> {
+    use crate::plot::{Figure, PALETTE, Series, XyChart};
+    let point = |c: &Value| Some((c["usd_per_hour"].as_f64()?, c["verdict"]["headroom"].as_f64()? * 100.0));
+    let mut gpus: Vec<&str> = ok.iter().filter_map(|c| c["gpu"].as_str()).collect();
+    gpus.sort_unstable();
+    gpus.dedup();
+    let mut chart = XyChart {
+        title: "Cost against headroom (every configuration that carries the load)".into(),
+        x_label: "cost, $/hour (replicas × GPUs × price)".into(),
+        y_label: "headroom under the binding objective, %".into(),
+        legend: plotters::chart::SeriesLabelPosition::UpperRight,
+        ..Default::default()
+    };
+    for (k, g) in gpus.iter().enumerate() {
+        let points = ok.iter().filter(|c| c["gpu"].as_str() == Some(g)).filter_map(|c| point(c)).collect();
+        chart.series.push(Series {
+            name: g.to_string(),
+            points,
+            color: PALETTE[k % 10],
+            line: false,
+            markers: true,
+            bold: false,
+        });
+    }
+    if let Some(w) = ok.first().and_then(|w| point(w)) {
+        chart.series.push(Series {
+            name: "winner (cheapest)".into(),
+            points: vec![w],
+            color: plotters::style::RGBColor(0, 0, 0),
+            line: false,
+            markers: true,
+            bold: true,
+        });
+    }
+    let fig = Figure::Panels { title: String::new(), rows: 1, cols: 1, panels: vec![chart] };
+    Ok(crate::plot::strip_font_face(&crate::plot::to_svg(&fig)?).replacen(
+        "<svg ",
+        "<svg class=\"chart\" preserveAspectRatio=\"xMinYMin meet\" ",
+        1,
+    ))
+}
+
+/// The plan page: the winner first, then cost against headroom, the
+/// configurations that carry the load, and (folded) those that cannot.
 fn plan_page(dir: &Path) -> Result<String> {
     let p = read_json(dir, "plan.json")?;
     let mut o = String::new();
@@ -451,30 +566,27 @@ fn plan_page(dir: &Path) -> Result<String> {
         "<h1>servesim plan</h1><p class=\"sub\">Cheapest configurations carrying {} req/s within the SLOs</p>",
         f(&p["rate"], 2)
     );
-    o += "<table><tr><th>rank</th><th class=\"l\">configuration</th><th>replicas</th><th>GPUs</th><th>$/hour</th><th>$/1M output tokens</th><th class=\"l\">binding SLO</th><th>headroom</th></tr>";
-    for (i, c) in p["candidates"].as_array().into_iter().flatten().enumerate() {
-        let cfg = c["config"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .map(|x| format!("{}={}", x[0].as_str().unwrap_or(""), x[1].as_str().unwrap_or("")))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .unwrap_or_default();
-        if c["replicas"].is_null() {
-            let _ = write!(
-                o,
-                "<tr><td>–</td><td class=\"l\">{}</td><td class=\"l\" colspan=\"6\">{}</td></tr>",
-                esc(&cfg),
-                esc(c["note"].as_str().unwrap_or(""))
-            );
-        } else {
+    let all: Vec<&Value> = p["candidates"].as_array().into_iter().flatten().collect();
+    let (ok, failed): (Vec<&Value>, Vec<&Value>) = all.iter().partition(|c| !c["replicas"].is_null());
+    match ok.first() {
+        Some(w) => {
+            o += &plan_winner(&p, w);
+            o += &plan_chart(&ok)?;
+        }
+        None => {
+            o += "<div class=\"warn\"><b>No configuration in the search space meets the SLOs at this load.</b> \
+                  Widen [plan] (more GPU types, tp, max_replicas) or relax [slo].</div>";
+        }
+    }
+    if !ok.is_empty() {
+        let _ = write!(o, "<h2>The {} configurations that carry the load, cheapest first</h2>", ok.len());
+        o += "<table><tr><th>rank</th><th class=\"l\">configuration</th><th>replicas</th><th>GPUs</th><th>$/hour</th><th>$/1M output tokens</th><th class=\"l\">binding objective</th><th>headroom</th></tr>";
+        for (i, c) in ok.iter().enumerate() {
             let _ = write!(
                 o,
                 "<tr><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td>{}%</td></tr>",
                 i + 1,
-                esc(&cfg),
+                esc(&config_words(c)),
                 c["replicas"],
                 c["gpus"],
                 f(&c["usd_per_hour"], 2),
@@ -483,8 +595,24 @@ fn plan_page(dir: &Path) -> Result<String> {
                 f(&c["verdict"]["headroom"].as_f64().map(|x| x * 100.0).into(), 0)
             );
         }
+        o += "</table>";
     }
-    o += "</table>";
+    if !failed.is_empty() {
+        let _ = write!(
+            o,
+            "<details><summary>{} configurations cannot carry the load (why each failed)</summary><table><tr><th class=\"l\">configuration</th><th class=\"l\">why</th></tr>",
+            failed.len()
+        );
+        for c in &failed {
+            let _ = write!(
+                o,
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
+                esc(&config_words(c)),
+                esc(c["note"].as_str().unwrap_or(""))
+            );
+        }
+        o += "</table></details>";
+    }
     let h = &p["failure_headroom"];
     if h.is_object() {
         let _ = write!(

@@ -45,6 +45,11 @@ pub const MAX_REQUESTS: f64 = 100_000.0;
 /// Offered rates of the latency-vs-load curve, as multiples of the rate it
 /// is drawn around.
 pub const CURVE_FACTORS: [f64; 8] = [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0];
+/// When none of those rates overloads the configuration, the curve goes on
+/// from its highest rate by these factors, up to this many rounds, until a
+/// point is overloaded: the hockey stick reaches past saturation and bends.
+const EXTEND_STEPS: [f64; 3] = [1.5, 2.25, 3.375];
+const EXTEND_ROUNDS: usize = 4;
 
 /// Curves and baselines kept between redraws.
 const CURVE_CACHE: usize = 16;
@@ -183,6 +188,7 @@ struct Curve {
 impl Curve {
     fn covers(&self, rate: f64) -> bool {
         let (lo, hi) = (CURVE_FACTORS[0] * self.anchor, CURVE_FACTORS[CURVE_FACTORS.len() - 1] * self.anchor);
+        let hi = self.points.iter().map(|p| p.rate).fold(hi, f64::max);
         rate >= lo * (1.0 - 1e-9) && rate <= hi * (1.0 + 1e-9)
     }
 }
@@ -430,33 +436,35 @@ impl Playground {
             return Ok(c);
         }
         let seed = loaded.scenario.seed;
-        let results: Vec<std::result::Result<CurvePoint, String>> = CURVE_FACTORS
-            .par_iter()
-            .map(|f| {
-                let r = rate * f;
-                let what = format!("the latency-vs-load point at {r} req/s");
-                let s = loaded
-                    .derive(&[("workload.rate".into(), toml::Value::Float(r))], &what)
-                    .map_err(|e| e.to_string())?;
-                let setup = crate::resolve(&s, &self.catalog).map_err(|e| format!("{what}: {e}"))?;
-                let rep = crate::run_lean(&setup, seed);
-                rep.check().map_err(|e| format!("{what}: {e}"))?;
-                let v = serde_json::to_value(&rep.summary).map_err(|e| format!("{what}: {e}"))?;
-                let get = |k: &str| metric(&v, k).unwrap_or(f64::NAN);
-                Ok(CurvePoint {
-                    rate: r,
-                    p50: get("median_ttft_ms"),
-                    p99: get("p99_ttft_ms"),
-                    flag: flag(&rep.summary),
-                })
-            })
-            .collect();
+        let point = |r: f64| -> std::result::Result<CurvePoint, String> {
+            let what = format!("the latency-vs-load point at {r} req/s");
+            let s =
+                loaded.derive(&[("workload.rate".into(), toml::Value::Float(r))], &what).map_err(|e| e.to_string())?;
+            let setup = crate::resolve(&s, &self.catalog).map_err(|e| format!("{what}: {e}"))?;
+            let rep = crate::run_lean(&setup, seed);
+            rep.check().map_err(|e| format!("{what}: {e}"))?;
+            let v = serde_json::to_value(&rep.summary).map_err(|e| format!("{what}: {e}"))?;
+            let get = |k: &str| metric(&v, k).unwrap_or(f64::NAN);
+            Ok(CurvePoint { rate: r, p50: get("median_ttft_ms"), p99: get("p99_ttft_ms"), flag: flag(&rep.summary) })
+        };
         let (mut points, mut errors) = (Vec::new(), Vec::new());
-        for r in results {
-            match r {
-                Ok(p) => points.push(p),
-                Err(e) => errors.push(e),
+        let mut rates: Vec<f64> = CURVE_FACTORS.iter().map(|f| rate * f).collect();
+        // Past saturation the curve bends: while no point is overloaded,
+        // go on to higher rates (×1.5 steps, a few rounds).
+        for round in 0..=EXTEND_ROUNDS {
+            let results: Vec<_> = rates.par_iter().map(|&r| point(r)).collect();
+            for r in results {
+                match r {
+                    Ok(p) => points.push(p),
+                    Err(e) => errors.push(e),
+                }
             }
+            let saturated = points.iter().any(|p| matches!(p.flag, Some(Flag::Overloaded | Flag::Shedding)));
+            let top = points.iter().map(|p| p.rate).fold(0.0, f64::max);
+            if saturated || round == EXTEND_ROUNDS || top <= 0.0 || !errors.is_empty() {
+                break;
+            }
+            rates = EXTEND_STEPS.iter().map(|f| top * f).collect();
         }
         let c = Arc::new(Curve { anchor: rate, points, errors });
         remember(&self.curves, key, c.clone(), CURVE_CACHE);

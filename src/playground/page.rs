@@ -355,7 +355,7 @@ main{padding:10px 24px 60px;background:#fff;min-height:100vh;box-sizing:border-b
 body.busy #status::after{content:" simulating…";color:#1f77b4}
 table{border-collapse:collapse;margin:6px 0 12px;font-size:13px}
 th,td{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f0f3f7}td.l,th.l{text-align:left}
-td.worse{color:#b71c1c}td.better{color:#1b5e20}
+td.worse{color:#b71c1c}td.better{color:#1b5e20}td.moot{color:#666}
 .warn{background:#fdecea;border-left:5px solid #c62828;padding:8px 12px;margin:8px 0}
 .ok{background:#e8f5e9;border-left:5px solid #2e7d32;padding:8px 12px;margin:8px 0}
 .note{color:#666;font-size:12.5px}
@@ -641,7 +641,13 @@ fn verdict_html(o: &mut String, s: &Value, id: &str, who: &str) {
     );
 }
 
+/// Whether a summary's run was not shown to be a stable service (its throughput is no gain).
+fn unsteady_run(s: &Value) -> bool {
+    matches!(s["stability"]["verdict"].as_str(), Some("overloaded" | "shedding" | "inconclusive"))
+}
+
 fn headline_html(o: &mut String, s: &Value, base: Option<&Value>) {
+    let unsteady = unsteady_run(s) || base.is_some_and(unsteady_run);
     o.push_str("<table id=\"headline\"><tr><th class=\"l\">metric</th><th>this configuration</th>");
     if base.is_some() {
         o.push_str("<th>pinned baseline</th><th>difference</th>");
@@ -659,6 +665,10 @@ fn headline_html(o: &mut String, s: &Value, base: Option<&Value>) {
             let bv = metric(b, path);
             let d = a.zip(bv).map(|(a, b)| a - b).filter(|d| d.is_finite());
             let class = match d {
+                // An overloaded or shedding run's throughput is what the
+                // engine managed while its queue grew, not demand served: no
+                // gain of it is painted as better.
+                Some(d) if d != 0.0 && !lower_better && unsteady => " class=\"moot\"",
                 Some(d) if d != 0.0 && (d > 0.0) == lower_better => " class=\"worse\"",
                 Some(d) if d != 0.0 => " class=\"better\"",
                 _ => "",
@@ -681,6 +691,13 @@ fn headline_html(o: &mut String, s: &Value, base: Option<&Value>) {
         o.push_str("</tr>");
     }
     o.push_str("</table>");
+    if unsteady && base.is_some() {
+        o.push_str(
+            "<p class=\"note\" id=\"moot-note\">Throughput differences are left uncoloured: a run that is overloaded, \
+             sheds load or is too short to tell reports what the engine got through while its queue grew or requests \
+             were refused, not demand served, so more of it is no gain.</p>",
+        );
+    }
 }
 
 /// The marks of the current configuration on the hockey stick.
@@ -829,20 +846,12 @@ pub(super) fn results_html(pg: &Playground, state: &State, v: &View, start: Inst
         }
         None => o += "<p class=\"note\">Pin a configuration as the baseline to see the paired differences here.</p>",
     }
-    o += "<h2>A request's life in this run</h2>";
-    o += &crate::export::stages_html(&s);
-    let explain = explain_html(&v.explanation);
-    if explain.is_empty() {
-        o += "<div id=\"explain\"></div>";
-    } else {
-        let _ = write!(o, "<h2>Explain: reading this run backwards</h2><div id=\"explain\">{explain}</div>");
-    }
     o += "<h2>Latency distributions</h2>";
     o += &charts["cdf"];
     o += "<h2>Latency vs offered load</h2>";
     match (&v.curve, charts.get("hockey")) {
         (Ok(c), Some(h)) => {
-            let rates: Vec<String> = CURVE_FACTORS.iter().map(|f| fmt(Some(f * c.anchor), 2)).collect();
+            let rates: Vec<String> = c.points.iter().map(|p| fmt(Some(p.rate), 2)).collect();
             let _ = write!(
                 o,
                 "<p class=\"note\">This configuration at {} req/s ({}), every point with the same seed; large dots: where you are. \
@@ -862,6 +871,14 @@ pub(super) fn results_html(pg: &Playground, state: &State, v: &View, start: Inst
         (Ok(c), None) => {
             curve_errors(&mut o, c);
         }
+    }
+    o += "<h2>A request's life in this run</h2>";
+    o += &crate::export::stages_html(&s);
+    let explain = explain_html(&v.explanation);
+    if explain.is_empty() {
+        o += "<div id=\"explain\"></div>";
+    } else {
+        let _ = write!(o, "<h2>Explain: reading this run backwards</h2><div id=\"explain\">{explain}</div>");
     }
     o += "<h2>The run over time</h2>";
     o += &charts["timeseries"];

@@ -150,6 +150,20 @@ fn the_plan_table_fits_a_terminal_and_explains_runners_up() {
         // Details name why each failed configuration failed.
         assert_eq!(out.contains("needs 131.4 GiB of weights"), details);
     }
+    // The HTML report opens with the winner and a chart of cost against
+    // headroom; the configurations that cannot carry the load are folded
+    // away, and configurations are written in words, not raw keys (issue 26).
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("plan.json"), serde_json::to_string_pretty(&p).unwrap()).unwrap();
+    let html = std::fs::read_to_string(servesim::export::write_html_report(d.path()).unwrap()).unwrap();
+    let at = |needle: &str| html.find(needle).unwrap_or_else(|| panic!("{needle:?} not in the plan report"));
+    let w = p.candidates.iter().find(|c| c.replicas.is_some()).expect("a winner");
+    assert!(at("Winner: ") < at("<svg class=\"chart\"") && at("<svg class=\"chart\"") < at("<table>"));
+    assert!(html[at("Winner: ")..].starts_with(&format!("Winner: {} × (", w.replicas.unwrap())));
+    assert!(html.contains("Cost against headroom") && html.contains("winner (cheapest)"));
+    let failed = p.candidates.iter().filter(|c| c.replicas.is_none()).count();
+    assert!(failed > 0 && html.contains(&format!("<details><summary>{failed} configurations cannot carry")));
+    assert!(!html.contains("hardware.gpu=") && !html.contains("model.dtype="), "raw keys in the plan report");
 }
 
 /// `capacity` says when its answer rests on too little: a 300-request

@@ -251,3 +251,41 @@ fn the_playground_server_bounds_what_a_client_can_hold() {
     assert!(started.elapsed() < Duration::from_secs(20), "the server stayed blocked: {:?}", started.elapsed());
     server.stop();
 }
+
+/// Issue 26: the charts come before the explanation; the hockey stick
+/// reaches past saturation (a scenario far below it still gets an
+/// overloaded point, so the curve bends); and under overload a throughput
+/// gain over the pinned baseline is not painted green.
+#[test]
+fn the_page_leads_with_charts_reaches_saturation_and_does_not_praise_an_overloaded_gain() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let scenario = root.join("scenarios/quickstart.toml");
+    let sets = ["num_requests=1500".to_string(), "workload.rate=1".to_string()];
+    let pg = Playground::new(&scenario, &sets, Catalog::builtin().unwrap()).unwrap();
+    let server = serve(pg, 0).unwrap();
+    let addr = server.addr();
+    let (status, page) = get(addr, "/results");
+    assert_eq!(status, 200, "{page}");
+    let at = |needle: &str| page.find(needle).unwrap_or_else(|| panic!("{needle:?} not on the page"));
+    let first_chart = at("<svg class=\"chart\"");
+    assert!(first_chart < at("id=\"stages\"") && at("id=\"chart-hockey\"") < at("id=\"explain\""));
+    // At 1 req/s the base rates (0.25–2 req/s) are all far below saturation:
+    // the curve goes on until a point is overloaded.
+    let hockey = &page[at("id=\"chart-hockey\"")..];
+    let hockey = &hockey[..hockey.find("</svg>").unwrap()];
+    assert!(hockey.contains("overloaded run"), "the hockey stick never reaches saturation");
+    assert!(!page.contains("This configuration at 0.25, 0.50, 0.75, 1.00, 1.25, 1.50, 1.75, 2.00 req/s"));
+    // Far past saturation, against the pinned scenario: throughput is higher
+    // but the run is not a stable service.
+    let (status, over) = get(addr, "/results?set=workload.rate%3D60&pinned=1");
+    assert_eq!(status, 200, "{over}");
+    let verdict = attr(&over, "m-verdict", "data-value").unwrap();
+    assert!(verdict == "overloaded" || verdict == "inconclusive", "{verdict}");
+    assert!(value(&over, "d-throughput") > 0.0, "no throughput gain to judge");
+    let class = attr(&over, "d-throughput", "class");
+    assert_eq!(class.as_deref(), Some("moot"), "a throughput gain under {verdict} is painted {class:?}");
+    assert!(over.contains("id=\"moot-note\""));
+    // Latency getting worse is still said plainly.
+    assert_eq!(attr(&over, "d-p99-ttft", "class").as_deref(), Some("worse"));
+    server.stop();
+}
