@@ -466,17 +466,21 @@ fn config_words(c: &Value) -> String {
 fn plan_winner(p: &Value, w: &Value) -> String {
     let v = &w["verdict"];
     let replicas = w["replicas"].as_u64().unwrap_or(0);
+    // An attainment objective is a fraction; the others are latencies in ms.
+    let binding = v["binding"].as_str().unwrap_or("");
+    let (scale, unit) = if binding.contains("attainment") { (100.0, "%") } else { (1.0, " ms") };
+    let at = |x: &Value| format!("{}{unit}", f(&x.as_f64().map(|x| x * scale).into(), 1));
     let mut o = format!(
         "<div class=\"ok\"><b>Winner: {} × ({})</b>: {} GPUs, ${}/hour, ${} per million output tokens. \
-         Binding objective: {} at {} ms against {} ms ({}% headroom).",
+         Binding objective: {} at {} against {} ({}% headroom).",
         replicas,
         esc(&config_words(w)),
         w["gpus"],
         f(&w["usd_per_hour"], 2),
         f(&w["usd_per_million_output_tokens"], 3),
-        esc(v["binding"].as_str().unwrap_or("")),
-        f(&v["value"], 1),
-        f(&v["limit"], 1),
+        esc(binding),
+        at(&v["value"]),
+        at(&v["limit"]),
         f(&v["headroom"].as_f64().map(|x| x * 100.0).into(), 0)
     );
     let check = &p["check"];

@@ -203,6 +203,18 @@ pub enum Figure {
     },
 }
 
+/// Height a panel's title takes, px.
+const CAPTION: u32 = 26;
+/// Height of one row of vertical-line labels above a chart, px.
+const LABEL_ROW: u32 = 16;
+/// Rows of vertical-line labels at most (further labels share them).
+const VLINE_ROWS: usize = 6;
+
+/// Width a horizontal line's label takes right of the chart, px (12 px text).
+fn label_width(label: &str) -> u32 {
+    (label.trim().chars().count() as u32 * 7 + 8).min(160)
+}
+
 type DrawResult<DB> = std::result::Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
 
 fn pad(lo: f64, hi: f64) -> (f64, f64) {
@@ -272,9 +284,22 @@ fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> Dr
     }
     let (x0, x1) = pad(x0, x1);
     let (y0, y1) = pad(y0, y1);
+    // Reference-line labels go outside the plotting area, where no curve
+    // can cross them: vertical lines' in a strip above it (one row each, up
+    // to VLINE_ROWS), horizontal lines' in a strip to its right.
+    let top = LABEL_ROW * c.vlines.len().min(VLINE_ROWS) as u32;
+    let right = c.hlines.iter().map(|h| label_width(&h.label)).max().unwrap_or(0);
+    // The title is drawn above that strip (a caption would sit below it).
+    let caption = if c.title.is_empty() { 0 } else { CAPTION };
+    if caption > 0 {
+        let (w, _) = area.dim_in_pixel();
+        let style = (FONT, 17).into_font().color(&BLACK).pos(Pos::new(HPos::Center, VPos::Top));
+        area.draw(&Text::new(c.title.clone(), (w as i32 / 2, 8), style))?;
+    }
     let mut chart = ChartBuilder::on(area)
-        .caption(&c.title, (FONT, 17))
         .margin(10)
+        .margin_top(10 + caption + top)
+        .margin_right(10 + right)
         .x_label_area_size(44)
         .y_label_area_size(64)
         .build_cartesian_2d(x0..x1, y0..y1)?;
@@ -319,6 +344,10 @@ fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> Dr
             .filter(|p| p.0.is_finite() && p.1.is_finite() && (!log_y || p.1 > 0.0))
             .map(|&(x, y)| (x, ty(y)))
             .collect();
+        // A series with nothing to draw gets no legend entry either.
+        if data.is_empty() {
+            continue;
+        }
         let color = s.color;
         // Thick polylines get miter spikes at sharp turns: dense series (time
         // series with hundreds of points) are drawn 1 px wide.
@@ -383,23 +412,29 @@ fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> Dr
         }
     }
     let grey = RGBColor(90, 90, 90);
+    let base = area.get_base_pixel();
+    let (plot_top, plot_right) = {
+        let (px, py) = chart.backend_coord(&(x1, y1));
+        (py - base.1, px - base.0)
+    };
     for h in &c.hlines {
         let y = ty(h.at);
         chart.draw_series(std::iter::once(PathElement::new(vec![(x0, y), (x1, y)], grey.stroke_width(1))))?;
-        let style = (FONT, 12).into_font().color(&grey).pos(Pos::new(HPos::Right, VPos::Bottom));
-        chart.draw_series(std::iter::once(Text::new(format!("{} ", h.label), (x1, y), style)))?;
+        let py = chart.backend_coord(&(x1, y)).1 - base.1;
+        let style = (FONT, 12).into_font().color(&grey).pos(Pos::new(HPos::Left, VPos::Center));
+        area.draw(&Text::new(h.label.trim().to_string(), (plot_right + 4, py), style))?;
     }
     for (i, v) in c.vlines.iter().enumerate() {
         chart.draw_series(std::iter::once(PathElement::new(vec![(v.at, y0), (v.at, y1)], grey.stroke_width(1))))?;
         // Labels right of the line in the left half, left of it in the right half.
         let anchor = if v.at > x0 + (x1 - x0) * 0.5 { HPos::Right } else { HPos::Left };
-        let style = (FONT, 12).into_font().color(&grey).pos(Pos::new(anchor, VPos::Center));
-        chart.draw_series(std::iter::once(Text::new(
-            format!(" {} ", v.label.trim()),
-            // Labels of lines at the same place are stacked, not overprinted.
-            (v.at, y0 + (y1 - y0) * (0.5 - 0.07 * (i % 6) as f64)),
-            style,
-        )))?;
+        let style = (FONT, 12).into_font().color(&grey).pos(Pos::new(anchor, VPos::Bottom));
+        let px = chart.backend_coord(&(v.at, y1)).0 - base.0;
+        // Labels of several lines are stacked, one row each, not overprinted.
+        let row = (c.vlines.len().min(VLINE_ROWS) - 1 - i % VLINE_ROWS) as i32;
+        let tick = PathElement::new(vec![(px, plot_top), (px, plot_top - 4)], grey.stroke_width(1));
+        area.draw(&tick)?;
+        area.draw(&Text::new(format!(" {} ", v.label.trim()), (px, plot_top - 2 - row * LABEL_ROW as i32), style))?;
     }
     if c.series.iter().any(|s| !s.name.is_empty()) || !c.flagged.is_empty() {
         chart
@@ -680,5 +715,68 @@ mod tests {
         assert!(svg.contains("@font-face") && svg.contains("base64,"));
         let bare = strip_font_face(&svg);
         assert!(!bare.contains("@font-face") && bare.starts_with("<svg") && bare.contains("</svg>"));
+    }
+
+    /// The y (or x) coordinates of every vertex of the series' polylines
+    /// (2 px wide; axes, grid and ticks are 1 px) in an SVG.
+    fn polyline_coords(svg: &str, axis: usize) -> Vec<f64> {
+        svg.split("<polyline")
+            .skip(1)
+            .filter(|p| p.contains("stroke-width=\"2\""))
+            .flat_map(|p| {
+                let pts = p.split("points=\"").nth(1).unwrap_or("").split('"').next().unwrap_or("").to_string();
+                pts.split_whitespace()
+                    .filter_map(|xy| xy.split(',').nth(axis).and_then(|v| v.parse::<f64>().ok()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// The `attr` of the `<text>` element whose content contains `needle`.
+    fn text_attr(svg: &str, needle: &str, attr: &str) -> f64 {
+        let at = svg.find(needle).unwrap_or_else(|| panic!("{needle:?} not in the SVG"));
+        let tag = &svg[svg[..at].rfind("<text").unwrap()..at];
+        let v = tag.split(&format!(" {attr}=\"")).nth(1).unwrap().split('"').next().unwrap();
+        v.parse().unwrap()
+    }
+
+    /// Issue 26: reference-line labels sit outside the plotting area, where
+    /// no curve crosses them: "end of warm-up" above every curve, the SLO's
+    /// label right of every curve (a p99 line ran through it).
+    #[test]
+    fn reference_labels_are_not_drawn_over_curves() {
+        let rising: Vec<(f64, f64)> = (0..50).map(|i| (i as f64, 100.0 + 20.0 * i as f64)).collect();
+        let chart = XyChart {
+            title: "t".into(),
+            series: vec![Series::line("p99", rising, PALETTE[0])],
+            hlines: vec![RefLine { at: 900.0, label: "TTFT SLO 900 ms".into() }],
+            vlines: vec![RefLine { at: 10.0, label: " end of warm-up".into() }],
+            ..Default::default()
+        };
+        let svg = to_svg(&Figure::Panels { title: String::new(), rows: 1, cols: 1, panels: vec![chart] }).unwrap();
+        let ys = polyline_coords(&svg, 1);
+        let xs = polyline_coords(&svg, 0);
+        assert!(!ys.is_empty());
+        let top = ys.iter().copied().fold(f64::INFINITY, f64::min);
+        let right = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        assert!(text_attr(&svg, "end of warm-up", "y") < top, "the warm-up label is inside the curves' area");
+        assert!(text_attr(&svg, "TTFT SLO 900 ms", "x") > right, "the SLO label is inside the curves' area");
+    }
+
+    /// A series with nothing to draw (every point of a family flagged) gets
+    /// no legend entry.
+    #[test]
+    fn series_without_points_are_left_out_of_the_legend() {
+        let chart = XyChart {
+            series: vec![
+                Series::line("drawn", vec![(1.0, 1.0), (2.0, 2.0)], PALETTE[0]),
+                Series::line("nothing to draw", vec![], PALETTE[1]),
+                Series::line("not finite", vec![(f64::NAN, 1.0)], PALETTE[2]),
+            ],
+            ..Default::default()
+        };
+        let svg = to_svg(&Figure::Panels { title: String::new(), rows: 1, cols: 1, panels: vec![chart] }).unwrap();
+        assert!(svg.contains("drawn"), "the drawn series lost its legend entry");
+        assert!(!svg.contains("nothing to draw") && !svg.contains("not finite"));
     }
 }

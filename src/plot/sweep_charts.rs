@@ -43,7 +43,44 @@ fn flagged<'a>(
     ps.iter().filter_map(move |p| p.flag.map(|f| (xy(p).0, xy(p).1, f)))
 }
 
-fn families(points: &[SweepPoint]) -> BTreeMap<String, Vec<&SweepPoint>> {
+/// Orders text as people read numbers in it: runs of digits compare by
+/// value ("max_num_seqs=512" before "max_num_seqs=2048"), the rest as text.
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    fn runs(s: &str) -> Vec<(bool, &str)> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        let mut digit = None;
+        for (i, c) in s.char_indices() {
+            let d = c.is_ascii_digit();
+            if digit.is_some_and(|x| x != d) {
+                out.push((digit.unwrap_or(false), &s[start..i]));
+                start = i;
+            }
+            digit = Some(d);
+        }
+        if start < s.len() {
+            out.push((digit.unwrap_or(false), &s[start..]));
+        }
+        out
+    }
+    let (ra, rb) = (runs(a), runs(b));
+    for (x, y) in ra.iter().zip(&rb) {
+        let o = match (x, y) {
+            ((true, x), (true, y)) => {
+                let (x, y) = (x.trim_start_matches('0'), y.trim_start_matches('0'));
+                x.len().cmp(&y.len()).then_with(|| x.cmp(y))
+            }
+            ((_, x), (_, y)) => x.cmp(y),
+        };
+        if o.is_ne() {
+            return o;
+        }
+    }
+    ra.len().cmp(&rb.len()).then_with(|| a.cmp(b))
+}
+
+/// The points by family, families in [`natural_cmp`] order (the legends').
+fn families(points: &[SweepPoint]) -> Vec<(String, Vec<&SweepPoint>)> {
     let mut m: BTreeMap<String, Vec<&SweepPoint>> = BTreeMap::new();
     for p in points {
         m.entry(p.family.clone()).or_default().push(p);
@@ -51,7 +88,9 @@ fn families(points: &[SweepPoint]) -> BTreeMap<String, Vec<&SweepPoint>> {
     for v in m.values_mut() {
         v.sort_by(|a, b| a.output_throughput.total_cmp(&b.output_throughput));
     }
-    m
+    let mut fams: Vec<(String, Vec<&SweepPoint>)> = m.into_iter().collect();
+    fams.sort_by(|a, b| natural_cmp(&a.0, &b.0));
+    fams
 }
 
 fn label(f: &str) -> String {
@@ -185,7 +224,7 @@ pub fn knees(points: &[SweepPoint], ttft_slo: f64) -> BTreeMap<String, Knee> {
 /// the SLO line and each family's knee.
 pub fn hockey_figure(title: &str, points: &[SweepPoint], ttft_slo: Option<f64>) -> Figure {
     let mut fam = families(points);
-    for v in fam.values_mut() {
+    for (_, v) in fam.iter_mut() {
         v.sort_by(|a, b| a.rate.unwrap_or(0.0).total_cmp(&b.rate.unwrap_or(0.0)));
     }
     let mut c = XyChart {
@@ -216,7 +255,9 @@ pub fn hockey_figure(title: &str, points: &[SweepPoint], ttft_slo: Option<f64>) 
     }
     if let Some(s) = ttft_slo {
         c.hlines.push(RefLine { at: s, label: format!("TTFT SLO {s} ms") });
-        for (f, k) in knees(points, s) {
+        let mut knees: Vec<(String, Knee)> = knees(points, s).into_iter().collect();
+        knees.sort_by(|a, b| natural_cmp(&a.0, &b.0));
+        for (f, k) in knees {
             c.vlines.push(RefLine { at: k.rate, label: k.label(&label(&f)) });
         }
     }
@@ -271,5 +312,33 @@ mod tests {
     fn pareto_front_keeps_non_dominated_points() {
         let xy = [(1.0, 5.0), (2.0, 4.0), (1.5, 3.0), (3.0, 1.0), (0.5, 5.0)];
         assert_eq!(pareto_front(&xy), vec![0, 1, 3]);
+    }
+
+    #[test]
+    fn numbers_in_names_sort_by_value() {
+        let mut v = vec!["tokens=16384", "tokens=512", "tokens=2048", "tp=2 tokens=512", "tp=10", "a", "tokens=0512"];
+        v.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(v, ["a", "tokens=0512", "tokens=512", "tokens=2048", "tokens=16384", "tp=2 tokens=512", "tp=10"]);
+    }
+
+    /// Legends list families in numeric order (512 before 2048), and only
+    /// families with something drawn.
+    #[test]
+    fn legends_sort_numerically_and_skip_families_without_a_line() {
+        let mut points = Vec::new();
+        for (fam, ok) in [("b=2048", true), ("b=512", true), ("b=16384", false)] {
+            for r in [1.0, 2.0] {
+                let mut q = p(r, 100.0 * r, if ok { None } else { Some(Flag::Overloaded) });
+                q.family = fam.into();
+                points.push(q);
+            }
+        }
+        let Figure::Panels { panels, .. } = tradeoff_figure("t", &points, false, None) else { panic!() };
+        let names: Vec<&str> = panels[0].series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["b=512", "b=2048", "b=16384"]);
+        let svg = crate::plot::to_svg(&tradeoff_figure("t", &points, false, None)).unwrap();
+        let (a, b) = (svg.find("b=512").unwrap(), svg.find("b=2048").unwrap());
+        assert!(a < b, "legend order");
+        assert!(!svg.contains("b=16384"), "a family with no stable point has no line, and no legend entry");
     }
 }
