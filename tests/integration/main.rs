@@ -10,6 +10,7 @@ mod cluster;
 mod common;
 mod compare;
 mod determinism;
+mod docs_commands;
 mod energy;
 mod engines;
 mod explain;
