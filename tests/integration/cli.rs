@@ -4,7 +4,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-fn servesim(args: &[&str]) -> Output {
+/// Runs the built binary in the repository root.
+pub(crate) fn servesim(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_servesim"))
         .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))

@@ -2,16 +2,8 @@
 //! served the same requests, unpaired ones otherwise, and intervals that
 //! cover a zero difference as often as they claim.
 
+use crate::cli::servesim;
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn servesim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_servesim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run servesim")
-}
 
 /// Runs the quickstart (600 requests) with `extra` into `out`.
 fn run(out: &Path, extra: &[&str]) {
