@@ -42,6 +42,17 @@ pub struct BenchArgs {
     /// with --jobs 1 and --jobs 2, and the redrawing of its charts.
     #[arg(long)]
     sweep: bool,
+    /// Instead: time every shipped engine profile on the same chat workload
+    /// (Llama-3.1-8B bf16, one H100-SXM, lognormal 1,000 / 250, Poisson
+    /// 20 req/s) and compare each with the fastest, per simulated request.
+    #[arg(long)]
+    profiles: bool,
+    /// Requests per profile with --profiles.
+    #[arg(long, default_value_t = 4000)]
+    profile_requests: u64,
+    /// Internal: simulate the --profiles workload under this profile in this process.
+    #[arg(long, hide = true)]
+    one_profile: Option<String>,
 }
 
 /// The sweep benchmark: 40 rates × 5 max_num_seqs × 5 token budgets = 1,000 points.
@@ -153,7 +164,14 @@ pub fn peak_rss_mib() -> f64 {
 }
 
 fn one(n: u64, replicas: u32, router: &str) -> Result<()> {
-    let loaded = load_scenario_str(&scenario_toml(n, replicas, router), Path::new("bench.toml"), &[])?;
+    one_of(n, &scenario_toml(n, replicas, router))
+}
+
+/// Simulates scenario `toml` of `n` requests in this process and prints one
+/// result line: requests, wall s, peak MiB, steps, events, output tok/s,
+/// p99 TTFT ms, simulation s.
+fn one_of(n: u64, toml: &str) -> Result<()> {
+    let loaded = load_scenario_str(toml, Path::new("bench.toml"), &[])?;
     let catalog = crate::Catalog::builtin()?;
     let t0 = Instant::now();
     let setup = crate::resolve(&loaded.scenario, &catalog)?;
@@ -170,6 +188,64 @@ fn one(n: u64, replicas: u32, router: &str) -> Result<()> {
         rep.summary.metrics.output_throughput,
         rep.summary.metrics.ttft.dist.percentiles[3]
     );
+    Ok(())
+}
+
+/// The --profiles workload under engine profile `preset`.
+pub fn profile_toml(preset: &str, n: u64) -> String {
+    format!(
+        r#"name = "bench-{preset}"
+seed = 1
+num_requests = {n}
+[model]
+name = "llama-3.1-8b"
+dtype = "bf16"
+[hardware]
+gpu = "h100-sxm"
+[engine]
+preset = "{preset}"
+[workload]
+arrival = "poisson"
+rate = 20.0
+prompt_tokens = {{ dist = "lognormal", mean = 1000.0, cv = 1.0 }}
+output_tokens = {{ dist = "lognormal", mean = 250.0, cv = 0.8 }}
+"#
+    )
+}
+
+/// Runs `servesim bench ARGS` in a child process and returns its result line's fields.
+fn child(exe: &Path, args: &[&str]) -> Result<Vec<String>> {
+    let out = Command::new(exe).arg("bench").args(args).output()?;
+    if !out.status.success() {
+        return Err(Error::Runtime(format!("bench child failed: {}", String::from_utf8_lossy(&out.stderr))));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).split_whitespace().map(str::to_string).collect())
+}
+
+/// Every shipped engine profile on one workload, each in its own process.
+fn bench_profiles(exe: &Path, n: u64) -> Result<()> {
+    let catalog = crate::Catalog::builtin()?;
+    println!(
+        "servesim bench --profiles: Llama-3.1-8B bf16, H100-SXM tp1, lognormal 1000 / 250, Poisson 20 req/s, {n} requests"
+    );
+    let mut rows = Vec::new();
+    for name in catalog.engines.keys() {
+        let f = child(exe, &["--one-profile", name, "--profile-requests", &n.to_string()])?;
+        let wall: f64 = f[1].parse().unwrap_or(f64::NAN);
+        rows.push((name.clone(), wall, f[3].clone(), f[6].clone()));
+    }
+    let fastest = rows.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
+    println!(
+        "{:>14} {:>9} {:>12} {:>12} {:>12} {:>10}",
+        "profile", "wall_s", "us_per_req", "steps", "p99_ttft_ms", "vs_best"
+    );
+    for (name, wall, steps, p99) in rows {
+        println!(
+            "{name:>14} {wall:>9.3} {:>12.1} {steps:>12} {p99:>12} {:>9.1}x",
+            wall / n as f64 * 1e6,
+            wall / fastest
+        );
+    }
     Ok(())
 }
 
@@ -241,14 +317,9 @@ fn bench_workload(exe: &Path) -> Result<()> {
     println!("servesim bench --workload: request generation (Poisson 100 req/s, lognormal 1000/250 tokens), streamed");
     println!("{:>10} {:>9} {:>16} {:>11}", "requests", "wall_s", "requests_per_s", "peak_MiB");
     for n in [1_000_000u64, 10_000_000] {
-        let out = Command::new(exe).args(["bench", "--gen-only", &n.to_string()]).output()?;
-        if !out.status.success() {
-            return Err(Error::Runtime(format!("bench child failed: {}", String::from_utf8_lossy(&out.stderr))));
-        }
-        let line = String::from_utf8_lossy(&out.stdout);
-        let f: Vec<&str> = line.split_whitespace().collect();
+        let f = child(exe, &["--gen-only", &n.to_string()])?;
         let wall: f64 = f.get(1).and_then(|x| x.parse().ok()).unwrap_or(f64::NAN);
-        println!("{:>10} {:>9.3} {:>16.0} {:>11}", n, wall, n as f64 / wall, f.get(2).unwrap_or(&"?"));
+        println!("{:>10} {:>9.3} {:>16.0} {:>11}", n, wall, n as f64 / wall, f.get(2).map_or("?", |x| x.as_str()));
     }
     use crate::workload::trace::{TraceFormat, parse};
     println!("trace parsing (1,000,000 synthetic rows, in memory):");
@@ -279,12 +350,18 @@ pub fn main(a: BenchArgs) -> Result<()> {
     if let Some(n) = a.gen_only {
         return gen_only(n);
     }
+    if let Some(p) = &a.one_profile {
+        return one_of(a.profile_requests, &profile_toml(p, a.profile_requests));
+    }
     let exe = std::env::current_exe()?;
     if a.sweep {
         return bench_sweep(&exe);
     }
     if a.workload {
         return bench_workload(&exe);
+    }
+    if a.profiles {
+        return bench_profiles(&exe, a.profile_requests);
     }
     println!(
         "servesim bench: Llama-3.1-8B bf16, H100-SXM tp1 × {} replica(s) ({}), prompt 1024 / output 256, Poisson {} req/s",
@@ -297,14 +374,7 @@ pub fn main(a: BenchArgs) -> Result<()> {
         "requests", "wall_s", "sim_s", "sim_req_per_s", "peak_MiB", "steps", "events", "p99_ttft_ms"
     );
     for &n in &a.sizes {
-        let out = Command::new(&exe)
-            .args(["bench", "--one", &n.to_string(), "--replicas", &a.replicas.to_string(), "--router", &a.router])
-            .output()?;
-        if !out.status.success() {
-            return Err(Error::Runtime(format!("bench child failed: {}", String::from_utf8_lossy(&out.stderr))));
-        }
-        let line = String::from_utf8_lossy(&out.stdout);
-        let f: Vec<&str> = line.split_whitespace().collect();
+        let f = child(&exe, &["--one", &n.to_string(), "--replicas", &a.replicas.to_string(), "--router", &a.router])?;
         let wall: f64 = f[1].parse().unwrap_or(f64::NAN);
         println!(
             "{:>10} {:>9.3} {:>9} {:>14.0} {:>11} {:>12} {:>12} {:>12}",

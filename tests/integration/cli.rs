@@ -669,3 +669,22 @@ fn help_shows_examples_for_every_command() {
         );
     }
 }
+
+/// `bench --profiles` times every shipped engine profile on one workload and
+/// compares each with the fastest.
+#[test]
+fn bench_profiles_times_every_engine_profile() {
+    let out = servesim(&["bench", "--profiles", "--profile-requests", "100"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let catalog = servesim::Catalog::builtin().unwrap();
+    let mut ratios = Vec::new();
+    for name in catalog.engines.keys() {
+        let row = text.lines().find(|l| l.split_whitespace().next() == Some(name.as_str()));
+        let row = row.unwrap_or_else(|| panic!("no row for {name}:\n{text}"));
+        let ratio: f64 = row.split_whitespace().last().unwrap().trim_end_matches('x').parse().unwrap();
+        ratios.push(ratio);
+    }
+    assert!(ratios.iter().all(|&r| r >= 1.0), "{text}");
+    assert!(ratios.contains(&1.0), "the fastest reads 1.0x: {text}");
+}
