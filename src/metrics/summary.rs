@@ -783,6 +783,15 @@ impl Summary {
     pub fn failed_fraction(&self) -> f64 {
         self.metrics.failed as f64 / self.metrics.measured_requests.max(1) as f64
     }
+
+    /// Measured requests beyond the judged percentile of `slo` (completed
+    /// ones × (1 − p/100)); NaN when the objectives are an attainment.
+    pub fn tail_requests(&self, slo: &SloConfig) -> f64 {
+        if slo.min_attainment.is_some() {
+            return f64::NAN;
+        }
+        self.metrics.completed as f64 * (1.0 - slo.percentile.unwrap_or(99.0) / 100.0)
+    }
 }
 
 /// The percentiles of `asked` (the scenario's `percentiles`) that are not

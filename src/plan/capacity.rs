@@ -9,7 +9,7 @@
 //! times longer at the answer either holds, or the answer steps down until
 //! one does, and the output says so.
 
-use super::{LoadKnob, MIN_TAIL_REQUESTS, judge, lengthen_advice, load_knob, simulate, slo_of, tail_requests};
+use super::{LoadKnob, MIN_TAIL_REQUESTS, judge, lengthen_advice, load_knob, simulate, slo_of};
 use crate::Catalog;
 use crate::config::{LoadedScenario, SloConfig};
 use crate::error::Result;
@@ -135,7 +135,7 @@ fn searches(
                 if v.meets && rate >= best.value {
                     best = Search {
                         value: rate,
-                        tail: tail_requests(&s, slo),
+                        tail: s.tail_requests(slo),
                         measured: s.metrics.measured_requests,
                         sim_time_s: s.simulated_time_s,
                         why: String::new(),

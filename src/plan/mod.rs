@@ -283,15 +283,6 @@ pub fn load_knob(loaded: &LoadedScenario, catalog: &Catalog) -> Result<LoadKnob>
     })
 }
 
-/// Measured requests beyond the judged percentile (completed ones × (1 −
-/// p/100)); NaN when the objectives are an attainment.
-pub fn tail_requests(s: &Summary, slo: &SloConfig) -> f64 {
-    if slo.min_attainment.is_some() {
-        return f64::NAN;
-    }
-    s.metrics.completed as f64 * (1.0 - slo.percentile.unwrap_or(99.0) / 100.0)
-}
-
 /// Largest x > 0 with `ok(x)`, assuming `ok` is true below some threshold and
 /// false above it: doubles or halves from `start` to bracket it, then bisects
 /// (geometrically) to relative precision `tol`. Returns 0 if a load 1,000×
@@ -567,7 +558,7 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
             c.usd_per_hour = Some(gpus as f64 * price);
             c.usd_per_million_output_tokens = Some(gpus as f64 * price / 3600.0 / sum.metrics.output_throughput * 1e6);
             c.verdict = Some(judge(&sum, &slo));
-            c.tail_requests = Some(tail_requests(&sum, &slo)).filter(|t| t.is_finite());
+            c.tail_requests = Some(sum.tail_requests(&slo)).filter(|t| t.is_finite());
             c.sim_time_s = sum.simulated_time_s;
             if n > 1 {
                 c.one_fewer = Some(judge(&run_at(n - 1)?, &slo));

@@ -343,7 +343,7 @@ pub fn run_point(
         stable += matches!(r.summary.stability.verdict.as_str(), "stable" | "not_applicable") as u32;
         worst = worst.max(Verdict::of(&r.summary));
         if let Some(slo) = &setup.scenario.slo {
-            let t = crate::plan::tail_requests(&r.summary, slo);
+            let t = r.summary.tail_requests(slo);
             if t.is_finite() {
                 res.tail_requests = Some(res.tail_requests.map_or(t, |x: f64| x.min(t)));
             }
