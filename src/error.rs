@@ -67,7 +67,7 @@ impl ConfigError {
         }
         if let Some(span) = e.span() {
             err = err.at_offset(text, span.start);
-            if let Some(key) = crate::config::key_at(text, span.start) {
+            if let Some(key) = key_at(text, span.start) {
                 err = err.key(key);
             }
         }
@@ -240,3 +240,35 @@ pub fn at<'a>(what: &'a str, path: &'a std::path::Path) -> impl FnOnce(std::io::
 
 /// Result with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The dotted key whose value holds byte `offset` of a TOML text (the
+/// deepest one; array items as `key[i]`), to name the key of an error that
+/// only has a position.
+pub fn key_at(text: &str, offset: usize) -> Option<String> {
+    use toml::de::DeValue;
+    fn holds(span: std::ops::Range<usize>, offset: usize) -> bool {
+        span.start <= offset && offset < span.end.max(span.start + 1)
+    }
+    fn join(k: &str, sub: String) -> String {
+        match sub.chars().next() {
+            None => k.to_string(),
+            Some('[') => format!("{k}{sub}"),
+            Some(_) => format!("{k}.{sub}"),
+        }
+    }
+    // Tables' own spans do not cover their contents ([table] headers), so
+    // every child is searched first; then a value whose span holds `offset`.
+    fn find(v: &toml::Spanned<DeValue<'_>>, offset: usize) -> Option<String> {
+        let inner = match v.get_ref() {
+            DeValue::Table(t) => t.iter().find_map(|(k, v)| find(v, offset).map(|sub| join(k.get_ref(), sub))),
+            DeValue::Array(items) => items
+                .iter()
+                .enumerate()
+                .find_map(|(i, item)| find(item, offset).map(|sub| join(&format!("[{i}]"), sub))),
+            _ => None,
+        };
+        inner.or_else(|| holds(v.span(), offset).then(String::new))
+    }
+    let root = toml::de::DeTable::parse(text).ok()?;
+    root.get_ref().iter().find_map(|(k, v)| find(v, offset).map(|sub| join(k.get_ref(), sub)))
+}

@@ -500,40 +500,6 @@ pub fn set_value(table: &mut toml::Table, key: &str, value: toml::Value) -> Resu
     Ok(())
 }
 
-/// The dotted key whose value holds byte `offset` of a TOML text (the
-/// deepest one; array items as `key[i]`), to name the key of an error that
-/// only has a position.
-pub fn key_at(text: &str, offset: usize) -> Option<String> {
-    use toml::de::DeValue;
-    fn holds(span: std::ops::Range<usize>, offset: usize) -> bool {
-        span.start <= offset && offset < span.end.max(span.start + 1)
-    }
-    fn join(k: &str, sub: String) -> String {
-        match sub.chars().next() {
-            None => k.to_string(),
-            Some('[') => format!("{k}{sub}"),
-            Some(_) => format!("{k}.{sub}"),
-        }
-    }
-    // Tables' own spans do not cover their contents ([table] headers), so
-    // every child is searched first; then a value whose span holds `offset`.
-    fn find(v: &toml::Spanned<DeValue<'_>>, offset: usize) -> Option<String> {
-        let inner = match v.get_ref() {
-            DeValue::Table(t) => t.iter().find_map(|(k, v)| find(v, offset).map(|sub| join(k.get_ref(), sub))),
-            DeValue::Array(items) => items
-                .iter()
-                .enumerate()
-                .find_map(|(i, item)| find(item, offset).map(|sub| join(&format!("[{i}]"), sub))),
-            _ => None,
-        };
-        inner.or_else(|| holds(v.span(), offset).then(String::new))
-    }
-    let root = toml::de::DeTable::parse(text).ok()?;
-    root.get_ref().iter().find_map(|(k, v)| find(v, offset).map(|sub| join(k.get_ref(), sub)))
-}
-
-/// Byte offset of the value of a dotted key in a TOML text, or of the nearest
-/// table that exists on the path.
 /// Whether a scenario table names files (traces, length tables), which are
 /// read relative to the scenario file.
 pub fn names_files(t: &toml::Table) -> bool {

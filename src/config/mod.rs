@@ -16,8 +16,8 @@ pub use fleet::{
     ScriptedFailure, SelectRule,
 };
 pub use load::{
-    DEFAULT_PRESET, LoadedScenario, apply_preset, apply_set, key_at, load_scenario, load_scenario_str,
-    load_scenario_str_with, load_scenario_with, parse_value, preset_keys, set_value, sha256_hex,
+    DEFAULT_PRESET, LoadedScenario, apply_preset, apply_set, load_scenario, load_scenario_str, load_scenario_str_with,
+    load_scenario_with, parse_value, preset_keys, set_value, sha256_hex,
 };
 pub use lora::{LoraConfig, Popularity};
 pub use workload::*;

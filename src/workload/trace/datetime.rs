@@ -103,11 +103,3 @@ pub(super) fn parse_datetime_ns(s: &str) -> Result<i128, String> {
         DtError::Time(h, m, s) => format!("timestamp {}: time of day {h:02}:{m:02}:{s:02} does not exist", show(t)),
     })
 }
-
-/// Seconds from nanoseconds, exact to the nearest double.
-pub(super) fn ns_to_secs(ns: i128) -> f64 {
-    match i64::try_from(ns) {
-        Ok(v) => v as f64 / 1e9,
-        Err(_) => ns as f64 / 1e9,
-    }
-}

@@ -1,7 +1,6 @@
 //! What the format readers share: the row builder, interned strings, counts and decimal
 //! times, line numbers and the hints of error messages.
 
-use super::datetime::ns_to_secs;
 use super::{Trace, TraceError};
 use std::collections::HashMap;
 
@@ -41,6 +40,14 @@ pub(super) fn show_list(names: &[String]) -> String {
         out.push(format!("... and {} more", names.len() - MAX));
     }
     out.join(", ")
+}
+
+/// Seconds from nanoseconds, exact to the nearest double.
+fn ns_to_secs(ns: i128) -> f64 {
+    match i64::try_from(ns) {
+        Ok(v) => v as f64 / 1e9,
+        Err(_) => ns as f64 / 1e9,
+    }
 }
 
 /// 1-based line number of the line at 0-based index `idx`.
