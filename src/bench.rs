@@ -125,18 +125,18 @@ fn bench_sweep(exe: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The start of a benchmark scenario: its name, seed and size, Llama-3.1-8B
+/// bf16 on an H100-SXM (the `[hardware]` table left open).
+fn header(name: &str, n: u64) -> String {
+    format!(
+        "name = \"bench-{name}\"\nseed = 1\nnum_requests = {n}\n[model]\nname = \"llama-3.1-8b\"\ndtype = \"bf16\"\n[hardware]\ngpu = \"h100-sxm\"\n"
+    )
+}
+
 /// The reference scenario as TOML.
 pub fn scenario_toml(n: u64, replicas: u32, router: &str) -> String {
     format!(
-        r#"name = "bench-{n}"
-seed = 1
-num_requests = {n}
-[model]
-name = "llama-3.1-8b"
-dtype = "bf16"
-[hardware]
-gpu = "h100-sxm"
-tp = 1
+        r#"{}tp = 1
 replicas = {replicas}
 router = "{router}"
 [engine]
@@ -150,6 +150,7 @@ rate = {rate}
 prompt_tokens = {{ dist = "fixed", value = 1024 }}
 output_tokens = {{ dist = "fixed", value = 256 }}
 "#,
+        header(&n.to_string(), n),
         rate = 10.0 * replicas as f64
     )
 }
@@ -194,22 +195,15 @@ fn one_of(n: u64, toml: &str) -> Result<()> {
 /// The --profiles workload under engine profile `preset`.
 pub fn profile_toml(preset: &str, n: u64) -> String {
     format!(
-        r#"name = "bench-{preset}"
-seed = 1
-num_requests = {n}
-[model]
-name = "llama-3.1-8b"
-dtype = "bf16"
-[hardware]
-gpu = "h100-sxm"
-[engine]
+        r#"{}[engine]
 preset = "{preset}"
 [workload]
 arrival = "poisson"
 rate = 20.0
 prompt_tokens = {{ dist = "lognormal", mean = 1000.0, cv = 1.0 }}
 output_tokens = {{ dist = "lognormal", mean = 250.0, cv = 0.8 }}
-"#
+"#,
+        header(preset, n)
     )
 }
 
