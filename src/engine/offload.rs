@@ -15,7 +15,8 @@
 //!   schedules the request in the same step and charges only the load time
 //!   that step's own compute does not hide (docs/kv-offload.md, "Limits").
 
-use std::collections::{BTreeMap, HashMap};
+use super::prefix::IdMap;
+use std::collections::BTreeMap;
 
 /// One tier: an LRU set of block ids of bounded size.
 #[derive(Debug, Clone, Default)]
@@ -25,7 +26,7 @@ struct Tier {
     /// Time to load one block into GPU memory, s.
     block_time: f64,
     /// Block id → its stamp in `lru`.
-    map: HashMap<u64, u64>,
+    map: IdMap<u64>,
     /// Stamp → block id, oldest first.
     lru: BTreeMap<u64, u64>,
     stamp: u64,

@@ -18,7 +18,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 /// hashbrown reads). Nothing iterates the map, so its order cannot reach a
 /// result.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct IdHasher(u64);
+pub(super) struct IdHasher(u64);
 
 impl Hasher for IdHasher {
     #[inline]
@@ -37,7 +37,7 @@ impl Hasher for IdHasher {
 }
 
 /// A map keyed by block id.
-pub type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
+pub(super) type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
 
 /// The block cache of one replica.
 #[derive(Debug, Clone, Default)]
