@@ -2,7 +2,7 @@
 //! the identity of each block of a request's token stream for prefix caching.
 
 use super::offload::Offload;
-use super::prefix::{self, PrefixCache};
+use super::prefix::{self, PrefixCache, Run};
 use crate::metrics::RequestRecord;
 use crate::workload::trace::Trace;
 use std::sync::Arc;
@@ -41,6 +41,8 @@ pub(super) struct KvBlocks {
     hashed: Option<Arc<Trace>>,
     /// Offload tiers below GPU memory (None: none, or all empty).
     pub(super) offload: Option<Box<Offload>>,
+    /// Room to list a request's runs in (kept to spare an allocation per release).
+    scratch: Vec<Run>,
 }
 
 impl KvBlocks {
@@ -56,6 +58,7 @@ impl KvBlocks {
             groups: Arc::from(Vec::new()),
             hashed: None,
             offload: None,
+            scratch: Vec::new(),
         }
     }
 
@@ -94,7 +97,7 @@ impl KvBlocks {
             let truly_free = self.free - self.cache.evictable;
             if n > truly_free {
                 // The tiers already hold copies of what they keep (stored when computed).
-                self.cache.evict(n - truly_free, |_| {});
+                self.cache.evict(n - truly_free, |_, _, _| {});
             }
         }
         self.free -= n;
@@ -143,23 +146,66 @@ impl KvBlocks {
     /// Identity of block `j` of request `req`'s token stream, and whether other requests may share it.
     #[inline]
     fn block_key(&self, req: u32, r: &RequestRecord, j: u32) -> (u64, bool) {
-        let bs = self.block_size;
+        let run = self.run_at(req, r, j, j + 1);
+        // Only a request's own namespace (kind 3) is not shared.
+        (prefix::id(run.ns, run.lo), run.ns & 3 != 3)
+    }
+
+    /// The blocks of request `req`'s token stream from block `j` (before
+    /// `to`) that lie in one namespace at consecutive positions.
+    #[inline]
+    fn run_at(&self, req: u32, r: &RequestRecord, j: u32, to: u32) -> Run {
+        let bs = self.block_size as u64;
+        let mut end = to;
         if let Some(trace) = &self.hashed
             && r.trace_row != u32::MAX
         {
-            // Mooncake: hash id h names tokens [512h', 512(h'+1)) and the whole prefix before them.
+            // Mooncake: hash id h names tokens [512h, 512(h+1)) and the whole
+            // prefix before them; a block lying wholly in hash block h is
+            // position (start % 512) / block_size of h's namespace.
             let hashes = trace.rows[r.trace_row as usize].hashes(trace);
-            let start = j as u64 * bs as u64;
-            let h = (start / HASH_BLOCK) as usize;
-            if ((j + 1) as u64 * bs as u64).div_ceil(HASH_BLOCK) as usize <= hashes.len().min(h + 1) {
-                return (prefix::block_id(0, hashes[h] as u64, (start % HASH_BLOCK / bs as u64) as u32), true);
+            let h = j as u64 * bs / HASH_BLOCK;
+            if (h as usize) < hashes.len() {
+                let ns = prefix::namespace(0, hashes[h as usize] as u64);
+                // Blocks before `inside_end` end within hash block h; the first block starting in it.
+                let inside_end = ((h + 1) * HASH_BLOCK / bs) as u32;
+                let first = (h * HASH_BLOCK).div_ceil(bs) as u32;
+                if j < inside_end {
+                    return Run { ns, lo: j - first, hi: inside_end.min(to) - first };
+                }
+                // This block straddles two hash blocks: it alone falls through.
+                end = j + 1;
             }
         }
         match self.groups.get(r.class as usize) {
-            Some(&(g, tokens)) if g != u32::MAX && (j + 1) * bs <= tokens => (prefix::block_id(1, g as u64, j), true),
-            _ if r.session != u32::MAX => (prefix::block_id(2, r.session as u64, j), true),
-            _ => (prefix::block_id(3, req as u64, j), false),
+            Some(&(g, tokens)) if g != u32::MAX && (j + 1) * self.block_size <= tokens => {
+                Run { ns: prefix::namespace(1, g as u64), lo: j, hi: end.min(tokens / self.block_size) }
+            }
+            _ if r.session != u32::MAX => Run { ns: prefix::namespace(2, r.session as u64), lo: j, hi: end },
+            _ => Run { ns: prefix::namespace(3, req as u64), lo: j, hi: end },
         }
+    }
+
+    /// [`Self::runs`] listed in the scratch vector (taken out of `self`; put it back after use).
+    #[inline]
+    fn list_runs(&mut self, req: u32, r: &RequestRecord, from: u32, to: u32) -> Vec<Run> {
+        let mut runs = std::mem::take(&mut self.scratch);
+        runs.clear();
+        runs.extend(self.runs(req, r, from, to));
+        runs
+    }
+
+    /// Blocks `from..to` of request `req`'s token stream as runs, in order.
+    #[inline]
+    fn runs<'a>(&'a self, req: u32, r: &'a RequestRecord, from: u32, to: u32) -> impl Iterator<Item = Run> + 'a {
+        let mut j = from;
+        std::iter::from_fn(move || {
+            (j < to).then(|| {
+                let run = self.run_at(req, r, j, to);
+                j += run.hi - run.lo;
+                run
+            })
+        })
     }
 
     /// The leading blocks of request `req`'s prompt that other requests may
@@ -186,7 +232,7 @@ impl KvBlocks {
             return (0, 0, 0);
         }
         let full = (target - 1) / self.block_size;
-        let (hits, unused) = self.cache.peek((0..full).map(|j| self.block_id(req, r, j)));
+        let (hits, unused) = self.cache.peek(self.runs(req, r, 0, full));
         let tiered = match &self.offload {
             Some(o) => (hits..full).take_while(|&j| o.find(self.block_id(req, r, j)).is_some()).count() as u32,
             None => 0,
@@ -209,10 +255,9 @@ impl KvBlocks {
     /// `unused` were free.
     #[inline]
     pub(super) fn share(&mut self, req: u32, r: &RequestRecord, hits: u32, unused: u64) {
-        for j in 0..hits {
-            let id = self.block_id(req, r, j);
-            self.cache.acquire(id);
-        }
+        let runs = self.list_runs(req, r, 0, hits);
+        self.cache.acquire(&runs);
+        self.scratch = runs;
         self.free -= unused;
     }
 
@@ -221,23 +266,25 @@ impl KvBlocks {
     /// (up to the first already cached by someone else). Returns the new
     /// count of its shared blocks.
     #[inline]
-    pub(super) fn publish(&mut self, req: u32, r: &RequestRecord, mut shared: u32, target: u32) -> u32 {
+    pub(super) fn publish(&mut self, req: u32, r: &RequestRecord, shared: u32, target: u32) -> u32 {
         if !self.caching {
             return shared;
         }
         let full = target / self.block_size;
-        while shared < full {
-            let id = self.block_id(req, r, shared);
-            if !self.cache.insert_used(id) {
-                break;
-            }
-            // Computed here: the connector stores a copy in the tiers.
-            if let Some(o) = self.offload.as_mut() {
-                o.store(id);
-            }
-            shared += 1;
+        if shared >= full {
+            return shared;
         }
-        shared
+        let runs = self.list_runs(req, r, shared, full);
+        let added = self.cache.insert_used(&runs);
+        self.scratch = runs;
+        // Computed here: the connector stores a copy in the tiers.
+        if self.offload.is_some() {
+            for j in shared..shared + added {
+                let id = self.block_id(req, r, j);
+                self.offload.as_mut().unwrap().store(id);
+            }
+        }
+        shared + added
     }
 
     /// Returns a sequence's `total` blocks: with prefix caching its `shared`
@@ -253,32 +300,98 @@ impl KvBlocks {
         // Tail first, as vLLM frees a request's blocks (single_type_kv_cache_manager.py
         // free: reversed order), so eviction takes a sequence's last blocks before
         // its leading ones and a preempted request resumes with its prefix cached.
-        for j in (shared..full).rev() {
-            let id = self.block_id(req, r, j);
-            self.cache.insert_unused(id);
-            // vLLM's connector copied every full block after its step, the
-            // output's too (LMCache saves no decode blocks by default).
-            if let Some(o) = self.offload.as_mut().filter(|o| o.stores_decode()) {
-                o.store(id);
+        let runs = self.list_runs(req, r, shared, full);
+        self.cache.insert_unused(&runs);
+        self.scratch = runs;
+        // vLLM's connector copied every full block after its step, the
+        // output's too (LMCache saves no decode blocks by default).
+        if self.offload.as_ref().is_some_and(|o| o.stores_decode()) {
+            for j in (shared..full).rev() {
+                let id = self.block_id(req, r, j);
+                self.offload.as_mut().unwrap().store(id);
             }
         }
-        for j in (0..shared).rev() {
-            let id = self.block_id(req, r, j);
-            if self.cache.release(id) {
-                self.free += 1;
-            }
-        }
+        let runs = self.list_runs(req, r, 0, shared);
+        self.free += self.cache.release(&runs);
+        self.scratch = runs;
         self.free += total - shared as u64;
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::workload::trace::TraceRow;
+    use rand::{RngExt, SeedableRng};
+
     #[test]
     fn rounding() {
         assert_eq!(super::blocks_for(0, 16), 0);
         assert_eq!(super::blocks_for(1, 16), 1);
         assert_eq!(super::blocks_for(16, 16), 1);
         assert_eq!(super::blocks_for(17, 16), 2);
+    }
+
+    /// Block `j`'s identity as it was computed block by block before runs.
+    fn one_block(kv: &KvBlocks, req: u32, r: &RequestRecord, j: u32) -> u64 {
+        let bs = kv.block_size;
+        if let Some(trace) = &kv.hashed
+            && r.trace_row != u32::MAX
+        {
+            let hashes = trace.rows[r.trace_row as usize].hashes(trace);
+            let start = j as u64 * bs as u64;
+            let h = (start / HASH_BLOCK) as usize;
+            if ((j + 1) as u64 * bs as u64).div_ceil(HASH_BLOCK) as usize <= hashes.len().min(h + 1) {
+                return prefix::id(prefix::namespace(0, hashes[h] as u64), (start % HASH_BLOCK / bs as u64) as u32);
+            }
+        }
+        let (kind, owner) = match kv.groups.get(r.class as usize) {
+            Some(&(g, tokens)) if g != u32::MAX && (j + 1) * bs <= tokens => (1, g as u64),
+            _ if r.session != u32::MAX => (2, r.session as u64),
+            _ => (3, req as u64),
+        };
+        prefix::id(prefix::namespace(kind, owner), j)
+    }
+
+    /// A request's runs name exactly the blocks the per-block identities
+    /// name, in order, for every block size (dividing the trace's 512-token
+    /// hash blocks or not), prefix group, session and trace row.
+    #[test]
+    fn runs_name_each_block_as_one_by_one() {
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(11);
+        let trace = Arc::new(Trace {
+            rows: vec![TraceRow {
+                t: 0.0,
+                prompt: 9000,
+                output: 1,
+                class: u32::MAX,
+                session: u32::MAX,
+                hash_start: 0,
+                hash_len: 7,
+                line: 2,
+            }],
+            hash_ids: vec![4, 8, 15, 16, 23, 42, 4],
+            ..Trace::default()
+        });
+        for bs in [1, 16, 24, 100, 512, 700] {
+            for _ in 0..200 {
+                let mut kv = KvBlocks::new(1 << 20, bs, true);
+                kv.set_groups(Arc::from(vec![(3, rng.random_range(0..3000)), (u32::MAX, 0)]));
+                if rng.random_bool(0.5) {
+                    kv.set_hashes(Some(trace.clone()));
+                }
+                let mut r = RequestRecord::new(0.0, 5000, 10);
+                r.class = rng.random_range(0..3);
+                r.session = if rng.random_bool(0.5) { 9 } else { u32::MAX };
+                r.trace_row = if rng.random_bool(0.7) { 0 } else { u32::MAX };
+                let (from, to) = (rng.random_range(0..40), rng.random_range(0..9000 / bs));
+                let got: Vec<u64> = kv
+                    .runs(77, &r, from, to)
+                    .flat_map(|run| (run.lo..run.hi).map(move |x| prefix::id(run.ns, x)))
+                    .collect();
+                let want: Vec<u64> = (from..to).map(|j| one_block(&kv, 77, &r, j)).collect();
+                assert_eq!(got, want, "block size {bs}, from {from} to {to}");
+            }
+        }
     }
 }
