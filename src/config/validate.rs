@@ -1,7 +1,7 @@
 //! Value checks that the type system cannot express. Each failure names the
 //! key, what is wrong and what is allowed.
 
-use super::{CostModelKind, Scenario};
+use super::{CostModelKind, EngineConfig, Scenario};
 
 /// `[engine]` keys that describe the front end (before the router): one
 /// value for the whole cluster, refused in a pool's engine table.
@@ -89,7 +89,26 @@ fn percentiles(ps: &[f64]) -> Check {
 
 impl Scenario {
     /// Checks every value; returns (key path, problem, fix) for the first bad one.
+    /// The sections are checked in this order, so which error fires first is fixed.
     pub fn validate(&self) -> Check {
+        self.validate_run()?;
+        self.validate_model()?;
+        self.validate_hardware()?;
+        self.validate_engine()?;
+        self.validate_pools()?;
+        self.validate_lora_fleet()?;
+        self.validate_cost()?;
+        self.workload.validate(self.num_requests, self.duration_s, self.warmup_s)?;
+        self.validate_plan()?;
+        self.validate_sweep()?;
+        if let Some(x) = &self.slo {
+            slo("slo", x)?;
+        }
+        Ok(())
+    }
+
+    /// `name`, the run length (`num_requests`, `duration_s`, `warmup_s`) and `percentiles`.
+    fn validate_run(&self) -> Check {
         safe_name(&self.name)?;
         match (self.num_requests, self.duration_s) {
             (Some(_), Some(_)) => {
@@ -117,9 +136,19 @@ impl Scenario {
                 "use warmup_s < duration_s",
             );
         }
+        Ok(())
+    }
+
+    /// `[model]`.
+    fn validate_model(&self) -> Check {
         if self.model.name.trim().is_empty() {
             return fail("model.name", "is empty", "name a file in models/llm/, e.g. \"llama-3.1-8b\"");
         }
+        Ok(())
+    }
+
+    /// `[hardware]`.
+    fn validate_hardware(&self) -> Check {
         let h = &self.hardware;
         if h.tp == 0 {
             return fail("hardware.tp", "must be at least 1 GPU", "set tp = 1, 2, 4 or 8");
@@ -157,170 +186,23 @@ impl Scenario {
         if let Some(p) = h.grid_gco2_per_kwh {
             non_negative("hardware.grid_gco2_per_kwh", p)?;
         }
+        Ok(())
+    }
+
+    /// `[engine]` and `[engine.speculative]` (which needs a cost model that prices it).
+    fn validate_engine(&self) -> Check {
         let e = &self.engine;
-        if e.num_scheduler_steps == 0 || e.num_scheduler_steps > 1024 {
-            return fail(
-                "engine.num_scheduler_steps",
-                "must be between 1 and 1024",
-                "set num_scheduler_steps = 1 (off) or the steps per schedule, e.g. 8 as vLLM 0.6's benchmarks used",
-            );
-        }
-        if e.max_num_seqs == 0 {
-            return fail("engine.max_num_seqs", "must be at least 1", "set max_num_seqs >= 1 (vLLM's default is 256)");
-        }
-        if e.max_num_batched_tokens == 0 && e.chunked_prefill {
-            return fail(
-                "engine.max_num_batched_tokens",
-                "0 (max(max_model_len, 2048), vLLM V0's rule) applies only without chunked prefill",
-                "set a token budget such as 8192",
-            );
-        }
-        if let Some(m) = e.mem_fraction_static
-            && !(m > 0.0 && m < 1.0)
-        {
-            return fail(
-                "engine.mem_fraction_static",
-                format!("must be in (0, 1), got {m}"),
-                "use a fraction such as 0.85, or leave it out for SGLang's automatic value",
-            );
-        }
-        if !(e.kv_cache_free_gpu_memory_fraction > 0.0 && e.kv_cache_free_gpu_memory_fraction < 1.0) {
-            return fail(
-                "engine.kv_cache_free_gpu_memory_fraction",
-                format!("must be in (0, 1), got {}", e.kv_cache_free_gpu_memory_fraction),
-                "use 0.9 (TensorRT-LLM's default) or 0.95",
-            );
-        }
-        if !(e.new_token_ratio > 0.0 && e.new_token_ratio <= 1.0) {
-            return fail(
-                "engine.new_token_ratio",
-                format!("must be in (0, 1], got {}", e.new_token_ratio),
-                "use 0.7 (SGLang's default)",
-            );
-        }
-        if !(e.min_new_token_ratio > 0.0 && e.min_new_token_ratio <= e.new_token_ratio) {
-            return fail(
-                "engine.min_new_token_ratio",
-                format!("must be in (0, new_token_ratio = {}], got {}", e.new_token_ratio, e.min_new_token_ratio),
-                "use 0.098 (SGLang's default, 0.14 × 0.7)",
-            );
-        }
-        if e.new_token_ratio_decay_steps == 0 {
-            return fail("engine.new_token_ratio_decay_steps", "must be at least 1", "use 600 (SGLang's default)");
-        }
-        if e.block_size == 0 || e.block_size > 1024 {
-            return fail(
-                "engine.block_size",
-                format!("must be between 1 and 1024 tokens, got {}", e.block_size),
-                "use 16 (vLLM's default)",
-            );
-        }
-        if !(e.gpu_memory_utilization > 0.0 && e.gpu_memory_utilization <= 1.0) {
-            return fail(
-                "engine.gpu_memory_utilization",
-                format!("must be in (0, 1], got {}", e.gpu_memory_utilization),
-                "use a fraction such as 0.9",
-            );
-        }
-        if e.max_model_len == Some(0) {
-            return fail("engine.max_model_len", "must be at least 1", "leave it out to use the model's context");
-        }
-        if e.num_gpu_blocks == Some(0) {
-            return fail("engine.num_gpu_blocks", "must be at least 1", "leave it out to derive it from memory");
-        }
-        non_negative("engine.memory_reserve_gb", e.memory_reserve_gb)?;
-        non_negative("engine.preprocess_ms", e.preprocess_ms)?;
-        non_negative("engine.preprocess_us_per_token", e.preprocess_us_per_token)?;
-        non_negative("engine.frontend_latency_ms", e.frontend_latency_ms)?;
-        if let Some(a) = e.priority_aging_s {
-            positive("engine.priority_aging_s", a)?;
-        }
-        if !(e.prediction_error.is_finite() && (0.0..=5.0).contains(&e.prediction_error)) {
-            return fail(
-                "engine.prediction_error",
-                format!("must be between 0 and 5, got {}", e.prediction_error),
-                "use 0 for known output lengths, e.g. 0.5 for a rough predictor",
-            );
-        }
-        non_negative("engine.batch_timeout_ms", e.batch_timeout_ms)?;
-        if !(0.0..0.5).contains(&e.kv_watermark) {
-            return fail(
-                "engine.kv_watermark",
-                format!("must be a fraction in [0, 0.5), got {}", e.kv_watermark),
-                "use e.g. 0.01 (vLLM v0's default)",
-            );
-        }
-        if e.chunked_prefill && e.mixed_prefill {
-            return fail(
-                "engine.mixed_prefill",
-                "applies without chunked prefill (whole prompts next to decodes, as Orca)",
-                "set chunked_prefill = false, or remove mixed_prefill (chunked prefill already mixes)",
-            );
-        }
-        if e.batching == super::Batching::Static && e.chunked_prefill {
-            return fail(
-                "engine.batching",
-                "static batching prefills whole prompts: it cannot be combined with chunked prefill",
-                "set chunked_prefill = false (or use preset = \"static\")",
-            );
-        }
-        if e.batching == super::Batching::Static && e.mixed_prefill {
-            return fail(
-                "engine.mixed_prefill",
-                "static batching admits a whole batch at once: prompts cannot join running decodes",
-                "remove mixed_prefill (or use batching = \"continuous\")",
-            );
-        }
-        if e.prefill_first && !e.chunked_prefill {
-            return fail(
-                "engine.prefill_first",
-                "applies with chunked prefill; without it, steps are prefill-first unless mixed_prefill = true",
-                "set chunked_prefill = true, or remove prefill_first",
-            );
-        }
-        if let Some(c) = e.max_chunk_tokens {
-            if c == 0 {
-                return fail("engine.max_chunk_tokens", "must be at least 1", "leave it out to use the whole budget");
-            }
-            if !e.chunked_prefill {
-                return fail(
-                    "engine.max_chunk_tokens",
-                    "applies with chunked prefill",
-                    "set chunked_prefill = true or remove it",
-                );
-            }
-        }
-        if e.max_waiting == Some(0) {
-            return fail("engine.max_waiting", "must be at least 1", "leave it out for an unbounded queue");
-        }
-        if let Some(w) = e.max_wait_s {
-            positive("engine.max_wait_s", w)?;
-        }
-        non_negative("engine.swap_space_gb", e.swap_space_gb)?;
-        non_negative("engine.kv_offload_cpu_gb", e.kv_offload_cpu_gb)?;
-        non_negative("engine.kv_offload_disk_gb", e.kv_offload_disk_gb)?;
-        positive("engine.kv_offload_cpu_gbps", e.kv_offload_cpu_gbps)?;
-        positive("engine.kv_offload_disk_gbps", e.kv_offload_disk_gbps)?;
-        if (e.kv_offload_cpu_gb > 0.0 || e.kv_offload_disk_gb > 0.0) && !e.prefix_caching {
-            return fail(
-                "engine.kv_offload_cpu_gb",
-                "offload tiers hold the prefix cache's evicted blocks, and prefix caching is off",
-                "set engine.prefix_caching = true, or the offload sizes to 0",
-            );
-        }
-        if e.kv_offload_connector == super::OffloadConnector::Vllm && e.kv_offload_disk_gb > 0.0 {
-            return fail(
-                "engine.kv_offload_disk_gb",
-                "vLLM's OffloadingConnector has no disk tier (vLLM 0.11 offloads to host memory only)",
-                "set engine.kv_offload_connector = \"lmcache\" for a disk tier, or kv_offload_disk_gb = 0",
-            );
-        }
-        positive("engine.swap_bandwidth_gbps", e.swap_bandwidth_gbps)?;
+        engine_sizes(e)?;
+        engine_scheduling(e)?;
+        engine_offload(e)?;
         if let Some(sp) = &e.speculative {
             speculative(sp, self.cost.model)?;
         }
-        self.validate_pools()?;
-        // `[lora]` and `[fleet]` describe the replicas of `[hardware]`.
+        Ok(())
+    }
+
+    /// `[lora]` and `[fleet]`, which describe the replicas of `[hardware]`.
+    fn validate_lora_fleet(&self) -> Check {
         let one_pool = |section: &str| match self.pools.is_empty() {
             true => Ok(()),
             false => fail(
@@ -337,6 +219,11 @@ impl Scenario {
             one_pool("fleet")?;
             f.validate(self.hardware.replicas)?;
         }
+        Ok(())
+    }
+
+    /// `[cost]`.
+    fn validate_cost(&self) -> Check {
         let c = &self.cost;
         non_negative("cost.step_overhead_ms", c.step_overhead_ms)?;
         non_negative("cost.per_request_overhead_ms", c.per_request_overhead_ms)?;
@@ -396,7 +283,11 @@ impl Scenario {
             (_, Some(t)) => positive("cost.step_time_ms", t)?,
             _ => {}
         }
-        self.workload.validate(self.num_requests, self.duration_s, self.warmup_s)?;
+        Ok(())
+    }
+
+    /// `[plan]`.
+    fn validate_plan(&self) -> Check {
         if let Some(p) = &self.plan {
             if let Some(r) = p.rate {
                 positive("plan.rate", r)?;
@@ -408,6 +299,11 @@ impl Scenario {
                 return fail("plan.tp", "tp values must be at least 1", "use e.g. tp = [1, 2, 4, 8]");
             }
         }
+        Ok(())
+    }
+
+    /// `[sweep]`.
+    fn validate_sweep(&self) -> Check {
         if let Some(sw) = &self.sweep {
             if sw.replications == 0 {
                 return fail(
@@ -426,11 +322,181 @@ impl Scenario {
                 }
             }
         }
-        if let Some(x) = &self.slo {
-            slo("slo", x)?;
-        }
         Ok(())
     }
+}
+
+/// `[engine]` batch, block and memory sizes.
+fn engine_sizes(e: &EngineConfig) -> Check {
+    if e.num_scheduler_steps == 0 || e.num_scheduler_steps > 1024 {
+        return fail(
+            "engine.num_scheduler_steps",
+            "must be between 1 and 1024",
+            "set num_scheduler_steps = 1 (off) or the steps per schedule, e.g. 8 as vLLM 0.6's benchmarks used",
+        );
+    }
+    if e.max_num_seqs == 0 {
+        return fail("engine.max_num_seqs", "must be at least 1", "set max_num_seqs >= 1 (vLLM's default is 256)");
+    }
+    if e.max_num_batched_tokens == 0 && e.chunked_prefill {
+        return fail(
+            "engine.max_num_batched_tokens",
+            "0 (max(max_model_len, 2048), vLLM V0's rule) applies only without chunked prefill",
+            "set a token budget such as 8192",
+        );
+    }
+    if let Some(m) = e.mem_fraction_static
+        && !(m > 0.0 && m < 1.0)
+    {
+        return fail(
+            "engine.mem_fraction_static",
+            format!("must be in (0, 1), got {m}"),
+            "use a fraction such as 0.85, or leave it out for SGLang's automatic value",
+        );
+    }
+    if !(e.kv_cache_free_gpu_memory_fraction > 0.0 && e.kv_cache_free_gpu_memory_fraction < 1.0) {
+        return fail(
+            "engine.kv_cache_free_gpu_memory_fraction",
+            format!("must be in (0, 1), got {}", e.kv_cache_free_gpu_memory_fraction),
+            "use 0.9 (TensorRT-LLM's default) or 0.95",
+        );
+    }
+    if !(e.new_token_ratio > 0.0 && e.new_token_ratio <= 1.0) {
+        return fail(
+            "engine.new_token_ratio",
+            format!("must be in (0, 1], got {}", e.new_token_ratio),
+            "use 0.7 (SGLang's default)",
+        );
+    }
+    if !(e.min_new_token_ratio > 0.0 && e.min_new_token_ratio <= e.new_token_ratio) {
+        return fail(
+            "engine.min_new_token_ratio",
+            format!("must be in (0, new_token_ratio = {}], got {}", e.new_token_ratio, e.min_new_token_ratio),
+            "use 0.098 (SGLang's default, 0.14 × 0.7)",
+        );
+    }
+    if e.new_token_ratio_decay_steps == 0 {
+        return fail("engine.new_token_ratio_decay_steps", "must be at least 1", "use 600 (SGLang's default)");
+    }
+    if e.block_size == 0 || e.block_size > 1024 {
+        return fail(
+            "engine.block_size",
+            format!("must be between 1 and 1024 tokens, got {}", e.block_size),
+            "use 16 (vLLM's default)",
+        );
+    }
+    if !(e.gpu_memory_utilization > 0.0 && e.gpu_memory_utilization <= 1.0) {
+        return fail(
+            "engine.gpu_memory_utilization",
+            format!("must be in (0, 1], got {}", e.gpu_memory_utilization),
+            "use a fraction such as 0.9",
+        );
+    }
+    if e.max_model_len == Some(0) {
+        return fail("engine.max_model_len", "must be at least 1", "leave it out to use the model's context");
+    }
+    if e.num_gpu_blocks == Some(0) {
+        return fail("engine.num_gpu_blocks", "must be at least 1", "leave it out to derive it from memory");
+    }
+    non_negative("engine.memory_reserve_gb", e.memory_reserve_gb)?;
+    Ok(())
+}
+
+/// `[engine]` front end, queue and step formation.
+fn engine_scheduling(e: &EngineConfig) -> Check {
+    non_negative("engine.preprocess_ms", e.preprocess_ms)?;
+    non_negative("engine.preprocess_us_per_token", e.preprocess_us_per_token)?;
+    non_negative("engine.frontend_latency_ms", e.frontend_latency_ms)?;
+    if let Some(a) = e.priority_aging_s {
+        positive("engine.priority_aging_s", a)?;
+    }
+    if !(e.prediction_error.is_finite() && (0.0..=5.0).contains(&e.prediction_error)) {
+        return fail(
+            "engine.prediction_error",
+            format!("must be between 0 and 5, got {}", e.prediction_error),
+            "use 0 for known output lengths, e.g. 0.5 for a rough predictor",
+        );
+    }
+    non_negative("engine.batch_timeout_ms", e.batch_timeout_ms)?;
+    if !(0.0..0.5).contains(&e.kv_watermark) {
+        return fail(
+            "engine.kv_watermark",
+            format!("must be a fraction in [0, 0.5), got {}", e.kv_watermark),
+            "use e.g. 0.01 (vLLM v0's default)",
+        );
+    }
+    if e.chunked_prefill && e.mixed_prefill {
+        return fail(
+            "engine.mixed_prefill",
+            "applies without chunked prefill (whole prompts next to decodes, as Orca)",
+            "set chunked_prefill = false, or remove mixed_prefill (chunked prefill already mixes)",
+        );
+    }
+    if e.batching == super::Batching::Static && e.chunked_prefill {
+        return fail(
+            "engine.batching",
+            "static batching prefills whole prompts: it cannot be combined with chunked prefill",
+            "set chunked_prefill = false (or use preset = \"static\")",
+        );
+    }
+    if e.batching == super::Batching::Static && e.mixed_prefill {
+        return fail(
+            "engine.mixed_prefill",
+            "static batching admits a whole batch at once: prompts cannot join running decodes",
+            "remove mixed_prefill (or use batching = \"continuous\")",
+        );
+    }
+    if e.prefill_first && !e.chunked_prefill {
+        return fail(
+            "engine.prefill_first",
+            "applies with chunked prefill; without it, steps are prefill-first unless mixed_prefill = true",
+            "set chunked_prefill = true, or remove prefill_first",
+        );
+    }
+    if let Some(c) = e.max_chunk_tokens {
+        if c == 0 {
+            return fail("engine.max_chunk_tokens", "must be at least 1", "leave it out to use the whole budget");
+        }
+        if !e.chunked_prefill {
+            return fail(
+                "engine.max_chunk_tokens",
+                "applies with chunked prefill",
+                "set chunked_prefill = true or remove it",
+            );
+        }
+    }
+    if e.max_waiting == Some(0) {
+        return fail("engine.max_waiting", "must be at least 1", "leave it out for an unbounded queue");
+    }
+    if let Some(w) = e.max_wait_s {
+        positive("engine.max_wait_s", w)?;
+    }
+    Ok(())
+}
+
+/// `[engine]` swap space and the KV offload tiers.
+fn engine_offload(e: &EngineConfig) -> Check {
+    non_negative("engine.swap_space_gb", e.swap_space_gb)?;
+    non_negative("engine.kv_offload_cpu_gb", e.kv_offload_cpu_gb)?;
+    non_negative("engine.kv_offload_disk_gb", e.kv_offload_disk_gb)?;
+    positive("engine.kv_offload_cpu_gbps", e.kv_offload_cpu_gbps)?;
+    positive("engine.kv_offload_disk_gbps", e.kv_offload_disk_gbps)?;
+    if (e.kv_offload_cpu_gb > 0.0 || e.kv_offload_disk_gb > 0.0) && !e.prefix_caching {
+        return fail(
+            "engine.kv_offload_cpu_gb",
+            "offload tiers hold the prefix cache's evicted blocks, and prefix caching is off",
+            "set engine.prefix_caching = true, or the offload sizes to 0",
+        );
+    }
+    if e.kv_offload_connector == super::OffloadConnector::Vllm && e.kv_offload_disk_gb > 0.0 {
+        return fail(
+            "engine.kv_offload_disk_gb",
+            "vLLM's OffloadingConnector has no disk tier (vLLM 0.11 offloads to host memory only)",
+            "set engine.kv_offload_connector = \"lmcache\" for a disk tier, or kv_offload_disk_gb = 0",
+        );
+    }
+    positive("engine.swap_bandwidth_gbps", e.swap_bandwidth_gbps)?;
+    Ok(())
 }
 
 impl Scenario {
