@@ -44,6 +44,22 @@ pub fn format_summary(s: &Summary, percentiles: &[f64]) -> String {
     shown.sort_by(f64::total_cmp);
     let shown = &shown[..];
     let mut o = String::new();
+    format_header(&mut o, s);
+    format_requests(&mut o, s);
+    format_latencies(&mut o, s, shown);
+    format_slo(&mut o, s);
+    format_classes(&mut o, s);
+    format_utilisation(&mut o, s);
+    format_cost(&mut o, s);
+    if let Some(f) = &s.fleet {
+        format_fleet(&mut o, f);
+    }
+    let _ = writeln!(o, "{}", "=".repeat(W));
+    o
+}
+
+/// The title, the model and GPUs, the stability verdict and the arrivals.
+fn format_header(o: &mut String, s: &Summary) {
     let title = format!(" servesim: {} ", s.scenario);
     let _ = writeln!(o, "{:=^W$}", title);
     let gpus = if s.pools.len() > 1 {
@@ -53,7 +69,7 @@ pub fn format_summary(s: &Summary, percentiles: &[f64]) -> String {
     } else {
         format!("{} × {} (tp {})", s.cost.num_gpus, s.gpu, s.pools[0].tp)
     };
-    row(&mut o, "Model / GPU", format!("{} {} on {gpus}", s.model, s.dtype));
+    row(o, "Model / GPU", format!("{} {} on {gpus}", s.model, s.dtype));
     match s.stability.verdict.as_str() {
         "overloaded" => {
             let _ = writeln!(o, "!! OVERLOADED: {}", s.stability.explanation);
@@ -66,10 +82,10 @@ pub fn format_summary(s: &Summary, percentiles: &[f64]) -> String {
         }
         _ => {}
     }
-    row(&mut o, "Stability", &s.stability.verdict);
+    row(o, "Stability", &s.stability.verdict);
     let w = &s.workload;
     row(
-        &mut o,
+        o,
         "Arrivals",
         match (w.offered_rate, w.users) {
             (_, Some(u)) => format!("{} ({u} users)", w.process),
@@ -83,37 +99,41 @@ pub fn format_summary(s: &Summary, percentiles: &[f64]) -> String {
         },
     );
     if let Some(t) = &w.trace {
-        row(&mut o, "Trace", t);
+        row(o, "Trace", t);
     }
     if w.skipped_rows > 0 {
         row(
-            &mut o,
+            o,
             "Bad rows skipped",
             format!("{} (first: {})", w.skipped_rows, w.first_skipped_row.as_deref().unwrap_or("")),
         );
     }
+}
+
+/// Request counts, tokens and throughputs.
+fn format_requests(o: &mut String, s: &Summary) {
     let m = &s.metrics;
-    row(&mut o, "Successful requests", m.completed);
-    row(&mut o, "Failed requests", m.failed);
+    row(o, "Successful requests", m.completed);
+    row(o, "Failed requests", m.failed);
     for (k, v) in &m.failures_by_reason {
-        row(&mut o, &format!("  {k}"), v);
+        row(o, &format!("  {k}"), v);
     }
     if m.clipped_requests > 0 {
-        row(&mut o, "Clipped to the context window", m.clipped_requests);
+        row(o, "Clipped to the context window", m.clipped_requests);
     }
-    row(&mut o, "Benchmark duration (s)", num(s.duration, 2));
-    row(&mut o, "Total input tokens", m.total_input_tokens);
-    row(&mut o, "Total generated tokens", m.total_output_tokens);
-    row(&mut o, "Request throughput (req/s)", num(m.request_throughput, 2));
+    row(o, "Benchmark duration (s)", num(s.duration, 2));
+    row(o, "Total input tokens", m.total_input_tokens);
+    row(o, "Total generated tokens", m.total_output_tokens);
+    row(o, "Request throughput (req/s)", num(m.request_throughput, 2));
     if let Some(g) = m.request_goodput {
-        row(&mut o, "Request goodput (req/s)", num(g, 2));
+        row(o, "Request goodput (req/s)", num(g, 2));
     }
-    row(&mut o, "Output token throughput (tok/s)", num(m.output_throughput, 2));
-    row(&mut o, "Total token throughput (tok/s)", num(m.total_token_throughput, 2));
-    row(&mut o, "Output tok/s per GPU", num(s.output_throughput_per_gpu, 2));
+    row(o, "Output token throughput (tok/s)", num(m.output_throughput, 2));
+    row(o, "Total token throughput (tok/s)", num(m.total_token_throughput, 2));
+    row(o, "Output tok/s per GPU", num(s.output_throughput_per_gpu, 2));
     if s.latency_percentile_relative_error > 0.0 {
         row(
-            &mut o,
+            o,
             "Latency percentiles",
             format!(
                 "from histograms, within {}% (over {} requests)",
@@ -122,25 +142,39 @@ pub fn format_summary(s: &Summary, percentiles: &[f64]) -> String {
             ),
         );
     }
-    latency(&mut o, "Queueing delay", "queue", &m.queue, shown);
-    latency(&mut o, "Time to First Token", "TTFT", &m.ttft, shown);
-    latency(&mut o, "Time per Output Token (excl. 1st token)", "TPOT", &m.tpot, shown);
-    latency(&mut o, "Inter-token Latency", "ITL", &m.itl, shown);
-    latency(&mut o, "End-to-end Latency", "E2EL", &m.e2el, shown);
+}
+
+/// The latency blocks, with the `shown` percentiles.
+fn format_latencies(o: &mut String, s: &Summary, shown: &[f64]) {
+    let m = &s.metrics;
+    latency(o, "Queueing delay", "queue", &m.queue, shown);
+    latency(o, "Time to First Token", "TTFT", &m.ttft, shown);
+    latency(o, "Time per Output Token (excl. 1st token)", "TPOT", &m.tpot, shown);
+    latency(o, "Inter-token Latency", "ITL", &m.itl, shown);
+    latency(o, "End-to-end Latency", "E2EL", &m.e2el, shown);
+}
+
+/// SLO objectives and attainment (nothing without objectives).
+fn format_slo(o: &mut String, s: &Summary) {
+    let m = &s.metrics;
     if let Some(slo) = &m.slo {
-        rule(&mut o, "SLOs");
+        rule(o, "SLOs");
         let fmt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v} ms"));
         if s.classes.is_none() {
             row(
-                &mut o,
+                o,
                 "Objectives (TTFT / TPOT / E2E)",
                 format!("{} / {} / {}", fmt(slo.ttft_ms), fmt(slo.tpot_ms), fmt(slo.e2e_ms)),
             );
         }
-        row(&mut o, "SLO attainment (%)", num(slo.attainment * 100.0, 2));
+        row(o, "SLO attainment (%)", num(slo.attainment * 100.0, 2));
     }
+}
+
+/// The per-class table (nothing without declared classes).
+fn format_classes(o: &mut String, s: &Summary) {
     if let Some(classes) = &s.classes {
-        rule(&mut o, "Per class");
+        rule(o, "Per class");
         let _ = writeln!(
             o,
             "{:<14} {:>6} {:>8} {:>9} {:>9} {:>9} {:>7} {:>6}",
@@ -163,33 +197,33 @@ pub fn format_summary(s: &Summary, percentiles: &[f64]) -> String {
         }
         let _ = writeln!(o, "(latencies in ms; a prefill-only class's TTFT is its time to result)");
     }
-    rule(&mut o, "Utilisation");
+}
+
+/// Utilisation, KV cache, prefix caching, LoRA, offload and speculation.
+fn format_utilisation(o: &mut String, s: &Summary) {
+    rule(o, "Utilisation");
     let u = &s.utilisation;
-    row(&mut o, "GPU busy (%)", num(u.gpu_busy_fraction * 100.0, 1));
-    row(&mut o, "Mean batch size (seqs / step)", num(u.mean_batch_size, 1));
+    row(o, "GPU busy (%)", num(u.gpu_busy_fraction * 100.0, 1));
+    row(o, "Mean batch size (seqs / step)", num(u.mean_batch_size, 1));
+    row(o, "Mean running / waiting per replica", format!("{} / {}", num(u.mean_running, 1), num(u.mean_waiting, 1)));
+    row(o, "MFU / MBU (%)", format!("{} / {}", num(u.mfu * 100.0, 1), num(u.mbu * 100.0, 1)));
     row(
-        &mut o,
-        "Mean running / waiting per replica",
-        format!("{} / {}", num(u.mean_running, 1), num(u.mean_waiting, 1)),
-    );
-    row(&mut o, "MFU / MBU (%)", format!("{} / {}", num(u.mfu * 100.0, 1), num(u.mbu * 100.0, 1)));
-    row(
-        &mut o,
+        o,
         "KV cache mean / peak (%)",
         format!("{} / {}", num(s.kv_cache.mean_occupancy * 100.0, 1), num(s.kv_cache.peak_occupancy * 100.0, 1)),
     );
     if u.swapped_out > 0 {
         row(
-            &mut o,
+            o,
             "Preemptions (swapped to host)",
             format!("{} ({}, {} s of copies)", u.preemptions, u.swapped_out, num(u.swap_time_s, 3)),
         );
     } else {
-        row(&mut o, "Preemptions", u.preemptions);
+        row(o, "Preemptions", u.preemptions);
     }
     if let Some(h) = s.kv_cache.prefix_hit_rate {
         row(
-            &mut o,
+            o,
             "Prefix cache hit rate (saved tokens)",
             format!("{}% ({})", num(h * 100.0, 1), s.kv_cache.prefix_saved_tokens),
         );
@@ -199,7 +233,7 @@ pub fn format_summary(s: &Summary, percentiles: &[f64]) -> String {
     }
     if let Some(l) = &s.lora {
         row(
-            &mut o,
+            o,
             "LoRA adapters in GPU / loads (time %)",
             format!(
                 "{}% / {} ({}%)",
@@ -211,7 +245,7 @@ pub fn format_summary(s: &Summary, percentiles: &[f64]) -> String {
     }
     if let Some(x) = &s.kv_cache.offload {
         row(
-            &mut o,
+            o,
             "Hits GPU / offload tiers (load s)",
             format!(
                 "{}% / {}% ({})",
@@ -223,7 +257,7 @@ pub fn format_summary(s: &Summary, percentiles: &[f64]) -> String {
     }
     if let Some(sp) = &s.speculative {
         row(
-            &mut o,
+            o,
             "Speculative tokens/step (formula)",
             format!(
                 "{} ({}; {} k={} α={})",
@@ -235,12 +269,17 @@ pub fn format_summary(s: &Summary, percentiles: &[f64]) -> String {
             ),
         );
     }
-    rule(&mut o, "Cost");
+}
+
+/// Cost and energy.
+fn format_cost(o: &mut String, s: &Summary) {
+    let m = &s.metrics;
+    rule(o, "Cost");
     let c = &s.cost;
-    row(&mut o, "GPU-hours ($/GPU-hour)", format!("{} (${})", num(c.gpu_hours, 3), num(c.price_per_gpu_hour, 2)));
-    row(&mut o, "$ per 1M output tokens", num(c.usd_per_million_output_tokens, 3));
+    row(o, "GPU-hours ($/GPU-hour)", format!("{} (${})", num(c.gpu_hours, 3), num(c.price_per_gpu_hour, 2)));
+    row(o, "$ per 1M output tokens", num(c.usd_per_million_output_tokens, 3));
     row(
-        &mut o,
+        o,
         "$ per 1,000 completed requests",
         format!(
             "{} ({} requests/hour)",
@@ -249,11 +288,11 @@ pub fn format_summary(s: &Summary, percentiles: &[f64]) -> String {
         ),
     );
     if let Some(x) = c.usd_per_slo_met_request {
-        row(&mut o, "$ per SLO-meeting request", format!("{x:.6}"));
+        row(o, "$ per SLO-meeting request", format!("{x:.6}"));
     }
     let e = &s.energy;
     row(
-        &mut o,
+        o,
         "Energy kWh (W per GPU, J/token)",
         format!(
             "{} ({} W, {} J)",
@@ -263,13 +302,8 @@ pub fn format_summary(s: &Summary, percentiles: &[f64]) -> String {
         ),
     );
     if let Some(kg) = e.kg_co2 {
-        row(&mut o, "Emissions (kg CO2e)", num(kg, 3));
+        row(o, "Emissions (kg CO2e)", num(kg, 3));
     }
-    if let Some(f) = &s.fleet {
-        format_fleet(&mut o, f);
-    }
-    let _ = writeln!(o, "{}", "=".repeat(W));
-    o
 }
 
 /// The fleet block of the terminal summary.

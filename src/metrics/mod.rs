@@ -6,14 +6,16 @@ pub mod parts;
 mod record;
 pub mod stability;
 pub mod stats;
+mod summarize;
 mod summary;
 pub mod tally;
 
 pub use hist::LogHistogram;
 pub use parts::{Attr, NUM_PARTS, Part, Parts};
 pub use record::{LiveRecords, RecordSample, RejectReason, RequestRecord, Status};
+pub use summarize::{littles_law, slo_checks, slo_met, summarize};
 pub use summary::{
     ClassMap, ClassSummary, CostSummary, KvSummary, LatencyMetric, LittlesLaw, LoraSummary, OffloadSummary,
-    RequestMetrics, SloSummary, Summary, Utilisation, WorkloadSummary, littles_law, slo_checks, slo_met, summarize,
+    RequestMetrics, SloSummary, Summary, Utilisation, WorkloadSummary,
 };
 pub use tally::Tally;
