@@ -13,6 +13,7 @@ pub use sweep_charts::{SweepPoint, hockey_figure, pareto_figure, tradeoff_figure
 
 use crate::error::{Error, Result, at};
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::Path;
@@ -101,6 +102,13 @@ pub struct XyChart {
     pub flagged: Vec<(f64, f64, Flag)>,
     /// Where the legend goes.
     pub legend: SeriesLabelPosition,
+}
+
+impl XyChart {
+    /// `y` on the panel's y axis: log10 on a log axis (non-positive values at 10⁻⁹).
+    fn ty(&self, y: f64) -> f64 {
+        if self.log_y { y.max(1e-9).log10() } else { y }
+    }
 }
 
 impl Default for XyChart {
@@ -215,7 +223,7 @@ fn label_width(label: &str) -> u32 {
     (label.trim().chars().count() as u32 * 7 + 8).min(160)
 }
 
-type DrawResult<DB> = std::result::Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
+type DrawResult<DB, T = ()> = std::result::Result<T, DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
 
 fn pad(lo: f64, hi: f64) -> (f64, f64) {
     if !lo.is_finite() || !hi.is_finite() {
@@ -254,8 +262,12 @@ pub fn human(x: f64) -> String {
     }
 }
 
-fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> DrawResult<DB> {
-    let ty = |y: f64| if c.log_y { y.max(1e-9).log10() } else { y };
+/// The coordinates of an x–y panel (or of a chart of horizontal rows).
+type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// The padded data ranges of an x–y panel, `[x0, x1, y0, y1]` (y on the
+/// panel's axis: log10 on a log axis), reference lines included.
+fn xy_bounds(c: &XyChart) -> [f64; 4] {
     let pts = || {
         c.series
             .iter()
@@ -271,12 +283,12 @@ fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> Dr
         }
         x0 = x0.min(x);
         x1 = x1.max(x);
-        y0 = y0.min(ty(y));
-        y1 = y1.max(ty(y));
+        y0 = y0.min(c.ty(y));
+        y1 = y1.max(c.ty(y));
     }
     for h in &c.hlines {
-        y0 = y0.min(ty(h.at));
-        y1 = y1.max(ty(h.at));
+        y0 = y0.min(c.ty(h.at));
+        y1 = y1.max(c.ty(h.at));
     }
     for v in &c.vlines {
         x0 = x0.min(v.at);
@@ -284,6 +296,35 @@ fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> Dr
     }
     let (x0, x1) = pad(x0, x1);
     let (y0, y1) = pad(y0, y1);
+    [x0, x1, y0, y1]
+}
+
+/// An x–y panel: its series, flagged points, reference lines and legend.
+fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> DrawResult<DB> {
+    let b = xy_bounds(c);
+    let mut chart = xy_frame(area, c, b)?;
+    xy_axes(area, &mut chart, c, b)?;
+    draw_xy_series(&mut chart, c)?;
+    draw_flagged(&mut chart, c)?;
+    draw_ref_lines(area, &mut chart, c, b)?;
+    if c.series.iter().any(|s| !s.name.is_empty()) || !c.flagged.is_empty() {
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(200, 200, 200))
+            .label_font((FONT, 12))
+            .position(c.legend.clone())
+            .draw()?;
+    }
+    Ok(())
+}
+
+/// The panel's title and plotting area, with room for the reference-line labels.
+fn xy_frame<'a, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, Shift>,
+    c: &XyChart,
+    [x0, x1, y0, y1]: [f64; 4],
+) -> DrawResult<DB, Chart<'a, DB>> {
     // Reference-line labels go outside the plotting area, where no curve
     // can cross them: vertical lines' in a strip above it (one row each, up
     // to VLINE_ROWS), horizontal lines' in a strip to its right.
@@ -296,13 +337,22 @@ fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> Dr
         let style = (FONT, 17).into_font().color(&BLACK).pos(Pos::new(HPos::Center, VPos::Top));
         area.draw(&Text::new(c.title.clone(), (w as i32 / 2, 8), style))?;
     }
-    let mut chart = ChartBuilder::on(area)
+    ChartBuilder::on(area)
         .margin(10)
         .margin_top(10 + caption + top)
         .margin_right(10 + right)
         .x_label_area_size(44)
         .y_label_area_size(64)
-        .build_cartesian_2d(x0..x1, y0..y1)?;
+        .build_cartesian_2d(x0..x1, y0..y1)
+}
+
+/// The axes, labels and light grid; on a log axis, the 1-2-5 ticks and their grid lines.
+fn xy_axes<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    chart: &mut Chart<'_, DB>,
+    c: &XyChart,
+    [x0, x1, y0, y1]: [f64; 4],
+) -> DrawResult<DB> {
     let log_y = c.log_y;
     // On a log axis, ticks go at 1-2-5 multiples of powers of ten.
     let log_ticks: Vec<f64> = if log_y {
@@ -337,12 +387,18 @@ fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> Dr
             area.draw(&Text::new(log_label(v), (px - base.0 - 6, py - base.1), style.clone()))?;
         }
     }
+    Ok(())
+}
+
+/// The series, each with its legend entry (none when it has nothing to draw).
+fn draw_xy_series<DB: DrawingBackend>(chart: &mut Chart<'_, DB>, c: &XyChart) -> DrawResult<DB> {
+    let log_y = c.log_y;
     for s in &c.series {
         let data: Vec<(f64, f64)> = s
             .points
             .iter()
             .filter(|p| p.0.is_finite() && p.1.is_finite() && (!log_y || p.1 > 0.0))
-            .map(|&(x, y)| (x, ty(y)))
+            .map(|&(x, y)| (x, c.ty(y)))
             .collect();
         // A series with nothing to draw gets no legend entry either.
         if data.is_empty() {
@@ -369,7 +425,12 @@ fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> Dr
             }
         }
     }
-    // Each kind of flagged point has its own mark, named once in the legend.
+    Ok(())
+}
+
+/// The flagged points: each kind of flag has its own mark, named once in the legend.
+fn draw_flagged<DB: DrawingBackend>(chart: &mut Chart<'_, DB>, c: &XyChart) -> DrawResult<DB> {
+    let log_y = c.log_y;
     let mut kinds: Vec<Flag> = c.flagged.iter().map(|p| p.2).collect();
     kinds.sort();
     kinds.dedup();
@@ -379,7 +440,7 @@ fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> Dr
             .flagged
             .iter()
             .filter(|p| p.2 == kind && p.1.is_finite() && (!log_y || p.1 > 0.0))
-            .map(|&(x, y, _)| (x, ty(y)))
+            .map(|&(x, y, _)| (x, c.ty(y)))
             .collect();
         let name = kind.label();
         match kind {
@@ -411,6 +472,16 @@ fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> Dr
             }
         }
     }
+    Ok(())
+}
+
+/// The reference lines, labelled outside the plotting area.
+fn draw_ref_lines<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    chart: &mut Chart<'_, DB>,
+    c: &XyChart,
+    [x0, x1, y0, y1]: [f64; 4],
+) -> DrawResult<DB> {
     let grey = RGBColor(90, 90, 90);
     let base = area.get_base_pixel();
     let (plot_top, plot_right) = {
@@ -418,7 +489,7 @@ fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> Dr
         (py - base.1, px - base.0)
     };
     for h in &c.hlines {
-        let y = ty(h.at);
+        let y = c.ty(h.at);
         chart.draw_series(std::iter::once(PathElement::new(vec![(x0, y), (x1, y)], grey.stroke_width(1))))?;
         let py = chart.backend_coord(&(x1, y)).1 - base.1;
         let style = (FONT, 12).into_font().color(&grey).pos(Pos::new(HPos::Left, VPos::Center));
@@ -435,15 +506,6 @@ fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> Dr
         let tick = PathElement::new(vec![(px, plot_top), (px, plot_top - 4)], grey.stroke_width(1));
         area.draw(&tick)?;
         area.draw(&Text::new(format!(" {} ", v.label.trim()), (px, plot_top - 2 - row * LABEL_ROW as i32), style))?;
-    }
-    if c.series.iter().any(|s| !s.name.is_empty()) || !c.flagged.is_empty() {
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(200, 200, 200))
-            .label_font((FONT, 12))
-            .position(c.legend.clone())
-            .draw()?;
     }
     Ok(())
 }
@@ -462,11 +524,7 @@ fn row_label(labels: &[String], y: f64) -> String {
 
 /// The axes of a chart of horizontal rows: a numeric x axis and one label per row.
 fn row_mesh<DB: DrawingBackend>(
-    chart: &mut ChartContext<
-        '_,
-        DB,
-        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
-    >,
+    chart: &mut Chart<'_, DB>,
     x_label: &str,
     y_label: &str,
     labels: &[String],
