@@ -22,9 +22,11 @@ use serde::Serialize;
 
 mod capacity;
 mod check;
+mod format;
 mod model_error;
 pub use capacity::{CONFIRM_FACTOR, Capacity, ConfirmStep, Confirmation, WIDE_INTERVAL, capacity, format_capacity};
 pub use check::PlanCheck;
+pub use format::format_plan;
 use model_error::pessimistic_replicas;
 
 /// How a run fares against the SLOs.
@@ -455,117 +457,8 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
     let grid = crate::sweep::Grid { axes: axes(s), mode: crate::config::SweepMode::Cartesian };
     let points = grid.points();
     let seed = s.seed;
-    let cands: Vec<Result<Candidate>> = points
-        .par_iter()
-        .map(|p| {
-            let mut over = p.clone();
-            over.extend(knob.set(knob_value));
-            let gpu = p
-                .iter()
-                .find(|x| x.0 == "hardware.gpu")
-                .and_then(|x| x.1.as_str().map(String::from))
-                .unwrap_or_default();
-            let tp = p.iter().find(|x| x.0 == "hardware.tp").and_then(|x| x.1.as_integer()).unwrap_or(1) as u32;
-            let mut c = Candidate {
-                config: p.iter().map(|(k, v)| (k.clone(), v.to_string().trim_matches('"').to_string())).collect(),
-                gpu,
-                tp,
-                replicas: None,
-                gpus: None,
-                usd_per_hour: None,
-                usd_per_million_output_tokens: None,
-                verdict: None,
-                one_fewer: None,
-                note: String::new(),
-                model_error: crate::validate::band(
-                    s.engine.preset.as_deref(),
-                    "",
-                    crate::validate::BandMetric::Throughput,
-                    Some(catalog),
-                ),
-                tail_requests: None,
-                sim_time_s: f64::NAN,
-                overrides: over.clone(),
-            };
-            let gpu_key = catalog.gpu(&c.gpu).map_or(c.gpu.clone(), |e| e.key.clone());
-            let base = match loaded.derive(&over, "plan candidate").and_then(|sc| resolve(&sc, catalog)) {
-                Ok(b) => b,
-                Err(e) => {
-                    c.note = e.message.clone();
-                    return Ok(c);
-                }
-            };
-            c.model_error = crate::validate::band(
-                base.scenario.engine.preset.as_deref(),
-                &gpu_key,
-                crate::validate::BandMetric::Throughput,
-                Some(catalog),
-            );
-            let run_at = |n: u32| -> Result<Summary> {
-                let mut o = over.clone();
-                o.push(("hardware.replicas".into(), toml::Value::Integer(n as i64)));
-                if s.fleet.is_some() {
-                    // Sized static; the fleet's policy is weighed for the winner afterwards.
-                    o.extend(static_fleet().into_iter().map(|(k, v)| (k.to_string(), v)));
-                }
-                simulate(loaded, catalog, &o, seed)
-            };
-            // Exponential search, then bisection, on the replica count.
-            let (mut lo, mut hi) = (0u32, 1u32);
-            let mut found: Option<(u32, Summary)> = None;
-            let mut last_reason = String::new();
-            while hi <= pc.max_replicas {
-                let sum = run_at(hi)?;
-                let v = judge(&sum, &slo);
-                if v.meets {
-                    found = Some((hi, sum));
-                    break;
-                }
-                last_reason = v.reason;
-                lo = hi;
-                hi *= 2;
-            }
-            if found.is_none() && lo < pc.max_replicas {
-                let sum = run_at(pc.max_replicas)?;
-                let v = judge(&sum, &slo);
-                if v.meets {
-                    found = Some((pc.max_replicas, sum));
-                    hi = pc.max_replicas;
-                } else {
-                    last_reason = v.reason;
-                }
-            }
-            if found.is_none() {
-                c.note = format!("does not meet the SLOs with {} replicas: {last_reason}", pc.max_replicas);
-                return Ok(c);
-            }
-            while hi - lo > 1 {
-                let mid = lo + (hi - lo) / 2;
-                let sum = run_at(mid)?;
-                if judge(&sum, &slo).meets {
-                    hi = mid;
-                    found = Some((mid, sum));
-                } else {
-                    lo = mid;
-                }
-            }
-            let (n, sum) = found.expect("found above");
-            // Plan refuses [[pools]]: the one pool's price.
-            let price = base.pools[0].price_per_gpu_hour;
-            c.replicas = Some(n);
-            let gpus = n * base.scenario.hardware.gpus_per_replica();
-            c.gpus = Some(gpus);
-            c.usd_per_hour = Some(gpus as f64 * price);
-            c.usd_per_million_output_tokens = Some(gpus as f64 * price / 3600.0 / sum.metrics.output_throughput * 1e6);
-            c.verdict = Some(judge(&sum, &slo));
-            c.tail_requests = Some(sum.tail_requests(&slo)).filter(|t| t.is_finite());
-            c.sim_time_s = sum.simulated_time_s;
-            if n > 1 {
-                c.one_fewer = Some(judge(&run_at(n - 1)?, &slo));
-            }
-            Ok(c)
-        })
-        .collect();
+    let sizing = Sizing { loaded, catalog, slo: &slo, knob: &knob, knob_value, max_replicas: pc.max_replicas, seed };
+    let cands: Vec<Result<Candidate>> = points.par_iter().map(|p| sizing.candidate(p)).collect();
     let mut candidates: Vec<Candidate> = cands.into_iter().collect::<Result<_>>()?;
     candidates.sort_by(|a, b| {
         let key = |c: &Candidate| {
@@ -573,17 +466,7 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
         };
         key(a).0.total_cmp(&key(b).0).then(key(a).1.total_cmp(&key(b).1))
     });
-    let thin: Vec<f64> = candidates.iter().filter_map(|c| c.tail_requests).filter(|&t| t < MIN_TAIL_REQUESTS).collect();
-    let precision_warning = (!thin.is_empty()).then(|| {
-        let p = slo.percentile.unwrap_or(99.0);
-        format!(
-            "{} answer(s) judged the p{p} objectives on fewer than {MIN_TAIL_REQUESTS:.0} requests beyond p{p} \
-             (as few as {:.0}): {}",
-            thin.len(),
-            thin.iter().copied().fold(f64::INFINITY, f64::min),
-            lengthen_advice(p)
-        )
-    });
+    let precision_warning = precision_warning(&candidates, &slo);
     let winner = candidates.iter().find(|c| c.replicas.is_some() && c.verdict.is_some());
     let ((fleet_choices, failure_headroom), (model_error_replicas, check)) = match winner {
         Some(w) => {
@@ -604,6 +487,162 @@ pub fn plan(loaded: &LoadedScenario, catalog: &Catalog) -> Result<Plan> {
         model_error_replicas: model_error_replicas?,
         check: check?,
     })
+}
+
+/// When answers judged the percentile objectives on too few requests beyond
+/// the percentile: how many, and how to lengthen the runs.
+fn precision_warning(candidates: &[Candidate], slo: &SloConfig) -> Option<String> {
+    let thin: Vec<f64> = candidates.iter().filter_map(|c| c.tail_requests).filter(|&t| t < MIN_TAIL_REQUESTS).collect();
+    (!thin.is_empty()).then(|| {
+        let p = slo.percentile.unwrap_or(99.0);
+        format!(
+            "{} answer(s) judged the p{p} objectives on fewer than {MIN_TAIL_REQUESTS:.0} requests beyond p{p} \
+             (as few as {:.0}): {}",
+            thin.len(),
+            thin.iter().copied().fold(f64::INFINITY, f64::min),
+            lengthen_advice(p)
+        )
+    })
+}
+
+/// What every candidate of a plan is sized against: the target load and the SLOs.
+struct Sizing<'a> {
+    loaded: &'a LoadedScenario,
+    catalog: &'a Catalog,
+    slo: &'a SloConfig,
+    knob: &'a LoadKnob,
+    /// The knob value that offers the target load.
+    knob_value: f64,
+    max_replicas: u32,
+    seed: u64,
+}
+
+impl Sizing<'_> {
+    /// The candidate at grid point `p`, sized: its fewest replicas that meet
+    /// the SLOs at the target load, their cost and verdict, and the verdict
+    /// with one replica fewer (a note instead when it does not fit or never meets them).
+    fn candidate(&self, p: &[(String, toml::Value)]) -> Result<Candidate> {
+        let (s, catalog) = (&self.loaded.scenario, self.catalog);
+        let mut over = p.to_vec();
+        over.extend(self.knob.set(self.knob_value));
+        let gpu =
+            p.iter().find(|x| x.0 == "hardware.gpu").and_then(|x| x.1.as_str().map(String::from)).unwrap_or_default();
+        let tp = p.iter().find(|x| x.0 == "hardware.tp").and_then(|x| x.1.as_integer()).unwrap_or(1) as u32;
+        let mut c = Candidate {
+            config: p.iter().map(|(k, v)| (k.clone(), v.to_string().trim_matches('"').to_string())).collect(),
+            gpu,
+            tp,
+            replicas: None,
+            gpus: None,
+            usd_per_hour: None,
+            usd_per_million_output_tokens: None,
+            verdict: None,
+            one_fewer: None,
+            note: String::new(),
+            model_error: crate::validate::band(
+                s.engine.preset.as_deref(),
+                "",
+                crate::validate::BandMetric::Throughput,
+                Some(catalog),
+            ),
+            tail_requests: None,
+            sim_time_s: f64::NAN,
+            overrides: over.clone(),
+        };
+        let gpu_key = catalog.gpu(&c.gpu).map_or(c.gpu.clone(), |e| e.key.clone());
+        let base = match self.loaded.derive(&over, "plan candidate").and_then(|sc| resolve(&sc, catalog)) {
+            Ok(b) => b,
+            Err(e) => {
+                c.note = e.message.clone();
+                return Ok(c);
+            }
+        };
+        c.model_error = crate::validate::band(
+            base.scenario.engine.preset.as_deref(),
+            &gpu_key,
+            crate::validate::BandMetric::Throughput,
+            Some(catalog),
+        );
+        let (n, sum) = match self.fewest_replicas(&over)? {
+            Ok(found) => found,
+            Err(last_reason) => {
+                c.note = format!("does not meet the SLOs with {} replicas: {last_reason}", self.max_replicas);
+                return Ok(c);
+            }
+        };
+        let slo = self.slo;
+        // Plan refuses [[pools]]: the one pool's price.
+        let price = base.pools[0].price_per_gpu_hour;
+        c.replicas = Some(n);
+        let gpus = n * base.scenario.hardware.gpus_per_replica();
+        c.gpus = Some(gpus);
+        c.usd_per_hour = Some(gpus as f64 * price);
+        c.usd_per_million_output_tokens = Some(gpus as f64 * price / 3600.0 / sum.metrics.output_throughput * 1e6);
+        c.verdict = Some(judge(&sum, slo));
+        c.tail_requests = Some(sum.tail_requests(slo)).filter(|t| t.is_finite());
+        c.sim_time_s = sum.simulated_time_s;
+        if n > 1 {
+            c.one_fewer = Some(judge(&self.run(&over, n - 1)?, slo));
+        }
+        Ok(c)
+    }
+
+    /// The candidate with overrides `over` and `n` replicas, at the target load.
+    fn run(&self, over: &[(String, toml::Value)], n: u32) -> Result<Summary> {
+        let mut o = over.to_vec();
+        o.push(("hardware.replicas".into(), toml::Value::Integer(n as i64)));
+        if self.loaded.scenario.fleet.is_some() {
+            // Sized static; the fleet's policy is weighed for the winner afterwards.
+            o.extend(static_fleet().into_iter().map(|(k, v)| (k.to_string(), v)));
+        }
+        simulate(self.loaded, self.catalog, &o, self.seed)
+    }
+
+    /// The fewest replicas (up to the limit) with which the candidate with
+    /// overrides `over` meets the SLOs, with that run: exponential search,
+    /// then bisection. `Err`: none does, and why the largest tried fails.
+    fn fewest_replicas(&self, over: &[(String, toml::Value)]) -> Result<std::result::Result<(u32, Summary), String>> {
+        let (slo, max) = (self.slo, self.max_replicas);
+        let run_at = |n: u32| self.run(over, n);
+        let (mut lo, mut hi) = (0u32, 1u32);
+        let mut found: Option<(u32, Summary)> = None;
+        let mut last_reason = String::new();
+        while hi <= max {
+            let sum = run_at(hi)?;
+            let v = judge(&sum, slo);
+            if v.meets {
+                found = Some((hi, sum));
+                break;
+            }
+            last_reason = v.reason;
+            lo = hi;
+            hi *= 2;
+        }
+        if found.is_none() && lo < max {
+            let sum = run_at(max)?;
+            let v = judge(&sum, slo);
+            if v.meets {
+                found = Some((max, sum));
+                hi = max;
+            } else {
+                last_reason = v.reason;
+            }
+        }
+        if found.is_none() {
+            return Ok(Err(last_reason));
+        }
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            let sum = run_at(mid)?;
+            if judge(&sum, slo).meets {
+                hi = mid;
+                found = Some((mid, sum));
+            } else {
+                lo = mid;
+            }
+        }
+        Ok(Ok(found.expect("found above")))
+    }
 }
 
 /// The `[fleet]` overrides that make a fleet static (its failures kept).
@@ -716,251 +755,6 @@ fn failure_headroom(runs: &WinnerRuns, w: &Candidate) -> Result<Option<FailureHe
     let verdicts: Vec<Verdict> = verdicts.into_iter().collect::<Result<_>>()?;
     let needed = verdicts.iter().position(|v| v.meets).map(|i| n + i as u32);
     Ok(Some(FailureHeadroom { at_s: at, repair_s: repair, at_winner: verdicts[0].clone(), replicas_needed: needed }))
-}
-
-/// Width of the terminal `plan` writes for.
-const COLS: usize = 80;
-/// Ranked configurations shown without `--details`.
-const TOP: usize = 10;
-
-/// `text` broken into lines of at most `COLS` characters (at spaces).
-fn wrap(text: &str) -> String {
-    wrap_to(text, COLS)
-}
-
-/// `text` broken into lines of at most `width` characters (at spaces).
-fn wrap_to(text: &str, width: usize) -> String {
-    let mut out = String::new();
-    let mut line = String::new();
-    for word in text.split(' ') {
-        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
-            out.push_str(&line);
-            out.push('\n');
-            line.clear();
-        }
-        if !line.is_empty() {
-            line.push(' ');
-        }
-        line.push_str(word);
-    }
-    out.push_str(&line);
-    out.push('\n');
-    out
-}
-
-/// The swept keys other than GPU, tp and dtype (a plan's engine knobs).
-fn knob_keys(p: &Plan) -> Vec<String> {
-    const FIXED: [&str; 3] = ["hardware.gpu", "hardware.tp", "model.dtype"];
-    let mut keys: Vec<String> = Vec::new();
-    for c in &p.candidates {
-        for (k, _) in &c.config {
-            if !FIXED.contains(&k.as_str()) && !keys.contains(k) {
-                keys.push(k.clone());
-            }
-        }
-    }
-    keys
-}
-
-fn value<'a>(c: &'a Candidate, key: &str) -> &'a str {
-    c.config.iter().find(|x| x.0 == key).map_or("", |x| x.1.as_str())
-}
-
-/// "p99 TPOT 10%": the binding objective and its headroom.
-fn binding(v: &Verdict) -> String {
-    format!("{} {:.0}%", v.binding, v.headroom * 100.0)
-}
-
-/// What a runner-up changes relative to the winner, and what it costs more.
-fn difference(w: &Candidate, r: &Candidate) -> String {
-    let mut diff: Vec<String> = Vec::new();
-    for (k, v) in &r.config {
-        let wv = value(w, k);
-        if wv != v {
-            diff.push(format!("{} {v} (winner {wv})", k.rsplit('.').next().unwrap_or(k)));
-        }
-    }
-    if r.replicas != w.replicas {
-        diff.push(format!("{} replicas (winner {})", r.replicas.unwrap_or(0), w.replicas.unwrap_or(0)));
-    }
-    let (rc, wc) = (r.usd_per_hour.unwrap_or(f64::NAN), w.usd_per_hour.unwrap_or(f64::NAN));
-    let cost = if (rc - wc).abs() < 0.005 {
-        format!("same cost (${rc:.2}/hour)")
-    } else {
-        format!("+${:.2}/hour (+{:.0}%)", rc - wc, (rc / wc - 1.0) * 100.0)
-    };
-    let tok = match (r.usd_per_million_output_tokens, w.usd_per_million_output_tokens) {
-        (Some(a), Some(b)) => format!(", ${a:.3} vs ${b:.3} per 1M output tokens"),
-        _ => String::new(),
-    };
-    let what = if diff.is_empty() { "the same configuration".to_string() } else { diff.join(", ") };
-    let room = r
-        .verdict
-        .as_ref()
-        .map_or(String::new(), |v| format!("; binding {}, {:.0}% headroom", v.binding, v.headroom * 100.0));
-    format!("{what}: {cost}{tok}{room}")
-}
-
-/// The plan as a ranked table that fits an 80-column terminal, with the
-/// difference of each runner-up from the winner; `details` adds every
-/// candidate's full configuration and the reason each failed one failed.
-pub fn format_plan(p: &Plan, scenario: &str, details: bool) -> String {
-    use std::fmt::Write;
-    let mut o = String::new();
-    o += &wrap(&format!("plan for {scenario}: cheapest configurations carrying {} req/s within the SLOs", p.rate));
-    let knobs = knob_keys(p);
-    let short = |k: &str| k.rsplit('.').next().unwrap_or(k).to_string();
-    if !knobs.is_empty() {
-        let names: Vec<String> = knobs.iter().map(|k| short(k)).collect();
-        let _ = writeln!(o, "config = {}", names.join(" / "));
-    }
-    let _ = writeln!(
-        o,
-        "{:>4}  {:<11} {:>2} {:<5} {:>4} {:>4} {:>8} {:>8}  {:<13} config",
-        "rank", "GPU", "tp", "dtype", "repl", "GPUs", "$/hour", "$/1M tok", "binding"
-    );
-    let ok: Vec<&Candidate> = p.candidates.iter().filter(|c| c.replicas.is_some() && c.verdict.is_some()).collect();
-    let shown = if details { ok.len() } else { ok.len().min(TOP) };
-    for (i, c) in ok.iter().enumerate().take(shown) {
-        let cfg: Vec<&str> = knobs.iter().map(|k| value(c, k)).collect();
-        let line = format!(
-            "{:>4}  {:<11} {:>2} {:<5} {:>4} {:>4} {:>8.2} {:>8.3}  {:<13} {}",
-            i + 1,
-            c.gpu,
-            c.tp,
-            value(c, "model.dtype"),
-            c.replicas.unwrap_or(0),
-            c.gpus.unwrap_or(0),
-            c.usd_per_hour.unwrap_or(f64::NAN),
-            c.usd_per_million_output_tokens.unwrap_or(f64::NAN),
-            c.verdict.as_ref().map(binding).unwrap_or_default(),
-            cfg.join(" / ")
-        );
-        let mut line: String = line.trim_end().to_string();
-        if line.chars().count() > COLS {
-            line = line.chars().take(COLS - 1).collect::<String>() + "…";
-        }
-        let _ = writeln!(o, "{line}");
-    }
-    if shown < ok.len() {
-        let _ = writeln!(o, "   … {} more that carry the load (--details lists them)", ok.len() - shown);
-    }
-    let failed: Vec<&Candidate> = p.candidates.iter().filter(|c| c.replicas.is_none()).collect();
-    if !failed.is_empty() {
-        let fit = failed.iter().filter(|c| !c.note.starts_with("does not meet")).count();
-        o += &wrap(&format!(
-            "{} configuration(s) cannot carry the load: {} do not fit or are refused, {} miss the SLOs at the \
-             replica limit{}",
-            failed.len(),
-            fit,
-            failed.len() - fit,
-            if details { ":" } else { " (--details says why)." }
-        ));
-        if details {
-            for c in &failed {
-                let cfg: Vec<String> = c.config.iter().map(|(k, v)| format!("{}={v}", short(k))).collect();
-                o += &wrap_to(&format!("  - {}", cfg.join(" ")), COLS);
-                for l in wrap_to(&c.note, COLS - 6).lines() {
-                    let _ = writeln!(o, "      {l}");
-                }
-            }
-        }
-    }
-    let Some(w) = ok.first() else {
-        o += &wrap(
-            "\nno configuration in the search space meets the SLOs at this load: widen [plan] (more GPUs types, \
-             tp, max_replicas) or relax [slo].",
-        );
-        return o;
-    };
-    let v = w.verdict.as_ref().expect("a ranked candidate has a verdict");
-    o.push('\n');
-    o += &wrap(&format!(
-        "winner: {} replica(s) of {} × {} (tp {}) = {} GPUs at ${:.2}/hour, ${:.3} per million output tokens. \
-         The binding objective is {}: {:.0}% headroom at this size.",
-        w.replicas.unwrap_or(0),
-        w.gpus.unwrap_or(0) / w.replicas.unwrap_or(1).max(1),
-        w.gpu,
-        w.tp,
-        w.gpus.unwrap_or(0),
-        w.usd_per_hour.unwrap_or(f64::NAN),
-        w.usd_per_million_output_tokens.unwrap_or(f64::NAN),
-        v.binding,
-        v.headroom * 100.0
-    ));
-    if let Some(c) = &p.check {
-        o += &wrap(&c.describe(w.replicas.unwrap_or(0), p.rate));
-    }
-    o += &wrap(&format!(
-        "The simulation is exact for the model; the {}. A headroom smaller than that error is within the \
-         model's uncertainty.",
-        w.model_error.describe()
-    ));
-    if w.model_error.band.is_finite() && w.model_error.band > 0.0 {
-        o += &wrap(&match p.model_error_replicas {
-            Some(k) if Some(k) == w.replicas => format!(
-                "With every step {:.0}% slower (that error), it still meets the SLOs.",
-                w.model_error.band * 100.0
-            ),
-            Some(k) => format!(
-                "With every step {:.0}% slower (that error), it needs {k} replicas.",
-                w.model_error.band * 100.0
-            ),
-            None => format!(
-                "With every step {:.0}% slower (that error), even twice its replicas miss the SLOs.",
-                w.model_error.band * 100.0
-            ),
-        });
-    }
-    o += &wrap(&match &w.one_fewer {
-        Some(f) => format!("With one replica fewer it fails: {}.", f.reason),
-        None => "It is already the smallest deployment of this configuration.".to_string(),
-    });
-    for (i, r) in ok.iter().enumerate().skip(1).take(3) {
-        o += &wrap(&format!("runner-up #{}: {}", i + 1, difference(w, r)));
-    }
-    if let Some(h) = &p.failure_headroom {
-        o += &wrap(&match h.replicas_needed {
-            Some(k) if k == w.replicas.unwrap_or(0) => format!(
-                "N+1: it holds the SLOs through a replica failure at {:.0} s ({:.0} s to repair, requests retried).",
-                h.at_s, h.repair_s
-            ),
-            Some(k) => format!(
-                "N+1: a replica failure at {:.0} s ({:.0} s to repair, requests retried) breaks the SLOs ({}); {k} \
-                 replicas hold them through it.",
-                h.at_s, h.repair_s, h.at_winner.reason
-            ),
-            None => format!(
-                "N+1: a replica failure at {:.0} s ({:.0} s to repair) breaks the SLOs ({}) even with two replicas more.",
-                h.at_s, h.repair_s, h.at_winner.reason
-            ),
-        });
-    }
-    if !p.fleet_choices.is_empty() {
-        o += "\nfleet choices for the winner over the run (cheapest that meets the SLOs first):\n";
-        let _ = writeln!(o, "  {:<16} {:>7} {:>11} {:>9}  verdict", "policy", "min–max", "mean repl.", "$/hour");
-        for c in &p.fleet_choices {
-            let v = if c.verdict.meets { format!("meets ({})", binding(&c.verdict)) } else { c.verdict.reason.clone() };
-            let line = format!(
-                "  {:<16} {:>7} {:>11.2} {:>9.2}  {v}",
-                c.policy,
-                format!("{}–{}", c.min_replicas, c.max_replicas),
-                c.mean_billed_replicas,
-                c.usd_per_hour
-            );
-            let _ = writeln!(o, "{}", line.chars().take(COLS).collect::<String>());
-        }
-        if let Some(best) = p.fleet_choices.first().filter(|c| c.verdict.meets) {
-            o += &wrap(&format!(
-                "cheapest that holds the SLOs: {} {}–{} replicas at ${:.2}/hour on average.",
-                best.policy, best.min_replicas, best.max_replicas, best.usd_per_hour
-            ));
-        }
-    }
-    if let Some(warn) = &p.precision_warning {
-        o += &wrap(&format!("warning: {warn}"));
-    }
-    o
 }
 
 #[cfg(test)]
