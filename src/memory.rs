@@ -177,6 +177,79 @@ const ACT_BYTES: f64 = 2.0;
 pub fn plan(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario) -> Result<MemoryPlan, ConfigError> {
     let tp = s.hardware.tp;
     let pp = s.hardware.pp;
+    check_layout(llm, gpu, s)?;
+    let layout = Layout::from_hardware(&s.hardware);
+    let e = &s.engine;
+    let params = llm.total_params();
+    let w = s.model.dtype.bytes();
+    let weights = weight_bytes_per_gpu(llm, &Layout::tensor(1), w);
+    let per_gpu_w = weight_bytes_per_gpu(llm, &layout, w);
+    let kv_dtype = s.kv_dtype();
+    let layers_per_stage = layout.layers_per_stage(llm.num_layers);
+    let kv_tok = llm.kv_bytes_per_token(layers_per_stage as f64, tp as f64, kv_dtype.bytes());
+    let mut budget = Budget::new(llm, gpu, s, per_gpu_w);
+    // Sliding-window KV and linear-attention state a sequence holds whatever its
+    // length: reserved for the sequences the engine may run at once (at most
+    // max_num_seqs, at most half the cache), which then caps them.
+    let seq_state = llm.seq_state_bytes(layers_per_stage as f64, tp as f64, kv_dtype.bytes(), e.block_size);
+    let state_seqs = budget.hold_seq_state(seq_state, e.max_num_seqs);
+    let kv_bytes = budget.kv;
+    if kv_bytes <= 0.0 {
+        return Err(no_fit(llm, gpu, s, weights, budget.usable, budget.act + budget.reserve));
+    }
+    // vLLM keeps one block as the null block (vllm/v1/core/block_pool.py:157).
+    let null_blocks = u64::from(e.memory_plan == MemoryPlanKind::Vllm);
+    let (num_blocks, overridden) = match e.num_gpu_blocks {
+        Some(n) => (n, true),
+        None => {
+            ((kv_bytes / (kv_tok * e.block_size as f64)).floor().max(null_blocks as f64) as u64 - null_blocks, false)
+        }
+    };
+    if num_blocks == 0 {
+        return Err(no_fit(llm, gpu, s, weights, budget.usable, budget.act + budget.reserve));
+    }
+    let capacity = num_blocks * e.block_size as u64;
+    let max_model_len = max_model_len(llm, e, capacity)?;
+    let kv_gib = (num_blocks as f64 * e.block_size as f64 * kv_tok) / GIB;
+    let max_running = max_running(e, capacity, max_model_len, state_seqs);
+    let engine_log = budget.log(e, capacity, num_blocks, kv_gib, max_model_len, per_gpu_w, max_running);
+    Ok(MemoryPlan {
+        tp,
+        pp,
+        gpus_per_replica: layout.gpus(),
+        layers_per_stage,
+        experts_per_gpu: layout.experts_per_gpu(llm),
+        expert_parallel: layout.expert_parallel,
+        gpu_memory_gib: budget.memory / GIB,
+        usable_gib_per_gpu: budget.usable / GIB,
+        params,
+        weights_gib_total: weights / GIB,
+        weights_gib_per_gpu: per_gpu_w / GIB,
+        activation_gib_per_gpu: budget.act / GIB,
+        reserve_gib_per_gpu: budget.reserve / GIB,
+        kv_gib_per_gpu: kv_gib,
+        kv_bytes_per_token_per_gpu: kv_tok,
+        block_size: e.block_size,
+        num_blocks,
+        kv_capacity_tokens: capacity,
+        max_model_len,
+        max_seqs_at_max_len: capacity / max_model_len as u64,
+        blocks_overridden: overridden,
+        engine_plan: e.memory_plan.as_str().to_string(),
+        kv_dtype: kv_dtype.as_str().to_string(),
+        device_gib: budget.memory / GIB,
+        formula: budget.formula,
+        engine_log,
+        max_running,
+    })
+}
+
+/// Refuses a parallel layout the model or the GPU cannot take: tp beyond one
+/// NVLink domain or not dividing the attention heads, more pipeline stages
+/// than layers, expert parallelism on a dense model.
+fn check_layout(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario) -> Result<(), ConfigError> {
+    let tp = s.hardware.tp;
+    let pp = s.hardware.pp;
     if tp > gpu.scale_up_gpus {
         return Err(ConfigError::new(format!(
             "tp = {tp} spans more GPUs than one {} NVLink domain joins ({}): servesim models tensor-parallel \
@@ -214,49 +287,15 @@ pub fn plan(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario) -> Result<MemoryPlan, Co
         .key("hardware.expert_parallel")
         .hint("remove expert_parallel (or set it to false), or use a mixture-of-experts model such as mixtral-8x7b"));
     }
-    let layout = Layout::from_hardware(&s.hardware);
-    let e = &s.engine;
-    let params = llm.total_params();
-    let w = s.model.dtype.bytes();
-    let weights = weight_bytes_per_gpu(llm, &Layout::tensor(1), w);
-    let per_gpu_w = weight_bytes_per_gpu(llm, &layout, w);
-    let kv_dtype = s.kv_dtype();
-    let layers_per_stage = layout.layers_per_stage(llm.num_layers);
-    let kv_tok = llm.kv_bytes_per_token(layers_per_stage as f64, tp as f64, kv_dtype.bytes());
-    let mut budget = Budget::new(llm, gpu, s, per_gpu_w);
-    // Sliding-window KV and linear-attention state a sequence holds whatever its
-    // length: reserved for the sequences the engine may run at once (at most
-    // max_num_seqs, at most half the cache), which then caps them.
-    let seq_state = llm.seq_state_bytes(layers_per_stage as f64, tp as f64, kv_dtype.bytes(), e.block_size);
-    let state_seqs = (seq_state > 0.0 && budget.kv > 0.0).then(|| {
-        let n = (e.max_num_seqs as f64).min((budget.kv * 0.5 / seq_state).floor()).max(1.0);
-        budget.kv -= n * seq_state;
-        budget.formula += &format!(
-            "; {:.2} GiB of it is held for per-sequence state ({:.1} MiB × {n:.0} sequences: sliding-window KV, \
-             linear-attention state), leaving {:.2} GiB for KV blocks",
-            n * seq_state / GIB,
-            seq_state / (1024.0 * 1024.0),
-            budget.kv / GIB
-        );
-        n as u32
-    });
-    let kv_bytes = budget.kv;
-    if kv_bytes <= 0.0 {
-        return Err(no_fit(llm, gpu, s, weights, budget.usable, budget.act + budget.reserve));
-    }
-    // vLLM keeps one block as the null block (vllm/v1/core/block_pool.py:157).
-    let null_blocks = u64::from(e.memory_plan == MemoryPlanKind::Vllm);
-    let (num_blocks, overridden) = match e.num_gpu_blocks {
-        Some(n) => (n, true),
-        None => {
-            ((kv_bytes / (kv_tok * e.block_size as f64)).floor().max(null_blocks as f64) as u64 - null_blocks, false)
-        }
-    };
-    if num_blocks == 0 {
-        return Err(no_fit(llm, gpu, s, weights, budget.usable, budget.act + budget.reserve));
-    }
-    let capacity = num_blocks * e.block_size as u64;
-    let max_model_len = match e.max_model_len {
+    Ok(())
+}
+
+/// The longest sequence the engine admits: `max_model_len` when set (refused
+/// beyond the model's context, except by TensorRT-LLM, or beyond the KV
+/// cache's `capacity` tokens); else the model's context (vLLM refuses to
+/// start when the cache cannot hold it; the others cap it at the capacity).
+fn max_model_len(llm: &LlmSpec, e: &crate::config::EngineConfig, capacity: u64) -> Result<u32, ConfigError> {
+    Ok(match e.max_model_len {
         // TensorRT-LLM builds an engine for any max_seq_len (trtllm-bench sets it to the data set's
         // longest request); vLLM and SGLang refuse lengths beyond the model's config.
         Some(m) if m > llm.max_context && e.memory_plan != MemoryPlanKind::Trtllm => {
@@ -293,48 +332,28 @@ pub fn plan(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario) -> Result<MemoryPlan, Co
         }
         None if e.memory_plan == MemoryPlanKind::Vllm => llm.max_context,
         None => llm.max_context.min(capacity.min(u32::MAX as u64) as u32),
-    };
-    let kv_gib = (num_blocks as f64 * e.block_size as f64 * kv_tok) / GIB;
-    let max_running = (e.memory_plan == MemoryPlanKind::Sglang).then(|| {
+    })
+}
+
+/// The engine's cap on running sequences, if any: SGLang's
+/// `max_running_requests`, and the sequences per-sequence state was held
+/// for (`state_seqs`), the smaller of the two.
+fn max_running(
+    e: &crate::config::EngineConfig,
+    capacity: u64,
+    max_model_len: u32,
+    state_seqs: Option<u32>,
+) -> Option<u32> {
+    let sglang = (e.memory_plan == MemoryPlanKind::Sglang).then(|| {
         // SGLang: max_running_requests = min(KV tokens // 2, request pool), the pool
         // min(max(KV / context × 512, 2048), 4096) (model_runner.py:1553-1562, tp_worker.py:278-290).
         let pool = ((capacity as f64 / max_model_len as f64 * 512.0) as u64).clamp(2048, 4096);
         (capacity / 2).min(pool).min(e.max_num_seqs as u64).max(1) as u32
     });
-    let max_running = match (max_running, state_seqs) {
+    match (sglang, state_seqs) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
-    };
-    let engine_log = budget.log(e, capacity, num_blocks, kv_gib, max_model_len, per_gpu_w, max_running);
-    Ok(MemoryPlan {
-        tp,
-        pp,
-        gpus_per_replica: layout.gpus(),
-        layers_per_stage,
-        experts_per_gpu: layout.experts_per_gpu(llm),
-        expert_parallel: layout.expert_parallel,
-        gpu_memory_gib: budget.memory / GIB,
-        usable_gib_per_gpu: budget.usable / GIB,
-        params,
-        weights_gib_total: weights / GIB,
-        weights_gib_per_gpu: per_gpu_w / GIB,
-        activation_gib_per_gpu: budget.act / GIB,
-        reserve_gib_per_gpu: budget.reserve / GIB,
-        kv_gib_per_gpu: kv_gib,
-        kv_bytes_per_token_per_gpu: kv_tok,
-        block_size: e.block_size,
-        num_blocks,
-        kv_capacity_tokens: capacity,
-        max_model_len,
-        max_seqs_at_max_len: capacity / max_model_len as u64,
-        blocks_overridden: overridden,
-        engine_plan: e.memory_plan.as_str().to_string(),
-        kv_dtype: kv_dtype.as_str().to_string(),
-        device_gib: budget.memory / GIB,
-        formula: budget.formula,
-        engine_log,
-        max_running,
-    })
+    }
 }
 
 /// The KV-cache budget of one GPU under an engine's memory plan.
@@ -356,6 +375,26 @@ struct Budget {
 }
 
 impl Budget {
+    /// Holds KV memory for the per-sequence state (`seq_state` bytes each:
+    /// sliding-window KV, linear-attention state) of the sequences the engine
+    /// may run at once (at most `max_num_seqs`, at most half the cache), and
+    /// says so in the formula; returns that number of sequences (None
+    /// without such state or without room for KV).
+    fn hold_seq_state(&mut self, seq_state: f64, max_num_seqs: u32) -> Option<u32> {
+        (seq_state > 0.0 && self.kv > 0.0).then(|| {
+            let n = (max_num_seqs as f64).min((self.kv * 0.5 / seq_state).floor()).max(1.0);
+            self.kv -= n * seq_state;
+            self.formula += &format!(
+                "; {:.2} GiB of it is held for per-sequence state ({:.1} MiB × {n:.0} sequences: sliding-window KV, \
+                 linear-attention state), leaving {:.2} GiB for KV blocks",
+                n * seq_state / GIB,
+                seq_state / (1024.0 * 1024.0),
+                self.kv / GIB
+            );
+            n as u32
+        })
+    }
+
     fn new(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario, weights: f64) -> Budget {
         let e = &s.engine;
         let tp = s.hardware.tp;
