@@ -301,12 +301,12 @@ fn xy_bounds(c: &XyChart) -> [f64; 4] {
 
 /// An x–y panel: its series, flagged points, reference lines and legend.
 fn draw_xy<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &XyChart) -> DrawResult<DB> {
-    let b = xy_bounds(c);
-    let mut chart = xy_frame(area, c, b)?;
-    xy_axes(area, &mut chart, c, b)?;
+    let panel = XyPanel { area, c, b: xy_bounds(c) };
+    let mut chart = xy_frame(area, c, panel.b)?;
+    panel.axes(&mut chart)?;
     draw_xy_series(&mut chart, c)?;
     draw_flagged(&mut chart, c)?;
-    draw_ref_lines(area, &mut chart, c, b)?;
+    panel.ref_lines(&mut chart)?;
     if c.series.iter().any(|s| !s.name.is_empty()) || !c.flagged.is_empty() {
         chart
             .configure_series_labels()
@@ -346,48 +346,85 @@ fn xy_frame<'a, DB: DrawingBackend>(
         .build_cartesian_2d(x0..x1, y0..y1)
 }
 
-/// The axes, labels and light grid; on a log axis, the 1-2-5 ticks and their grid lines.
-fn xy_axes<DB: DrawingBackend>(
-    area: &DrawingArea<DB, Shift>,
-    chart: &mut Chart<'_, DB>,
-    c: &XyChart,
-    [x0, x1, y0, y1]: [f64; 4],
-) -> DrawResult<DB> {
-    let log_y = c.log_y;
-    // On a log axis, ticks go at 1-2-5 multiples of powers of ten.
-    let log_ticks: Vec<f64> = if log_y {
-        (y0.floor() as i32..=y1.ceil() as i32)
-            .flat_map(|e| [1.0, 2.0, 5.0].map(|m| (m * 10f64.powi(e)).log10()))
-            .filter(|v| *v >= y0 && *v <= y1)
-            .collect()
-    } else {
-        Vec::new()
-    };
-    chart
-        .configure_mesh()
-        .x_desc(&c.x_label)
-        .y_desc(&c.y_label)
-        .label_style((FONT, 12))
-        .axis_desc_style((FONT, 13))
-        .x_label_formatter(&|v| human(*v))
-        .y_labels(if log_y { 0 } else { 10 })
-        .y_label_formatter(&|v| human(*v))
-        .max_light_lines(2)
-        .light_line_style(RGBColor(240, 240, 240))
-        .draw()?;
-    if log_y {
-        let grid = RGBColor(225, 225, 225);
-        // Tick labels go in the axis margin, left of the plotting area, like
-        // a linear axis's (inside it, a legend in a corner covered them).
-        let base = area.get_base_pixel();
-        let style = (FONT, 12).into_font().color(&RGBColor(60, 60, 60)).pos(Pos::new(HPos::Right, VPos::Center));
-        for &v in &log_ticks {
-            chart.draw_series(std::iter::once(PathElement::new(vec![(x0, v), (x1, v)], grid.stroke_width(1))))?;
-            let (px, py) = chart.backend_coord(&(x0, v));
-            area.draw(&Text::new(log_label(v), (px - base.0 - 6, py - base.1), style.clone()))?;
+/// An x–y panel being drawn: its drawing area, its data and their padded ranges.
+struct XyPanel<'a, DB: DrawingBackend> {
+    area: &'a DrawingArea<DB, Shift>,
+    c: &'a XyChart,
+    /// `[x0, x1, y0, y1]`, from [`xy_bounds`].
+    b: [f64; 4],
+}
+
+impl<DB: DrawingBackend> XyPanel<'_, DB> {
+    /// The axes, labels and light grid; on a log axis, the 1-2-5 ticks and their grid lines.
+    fn axes(&self, chart: &mut Chart<'_, DB>) -> DrawResult<DB> {
+        let (area, c, [x0, x1, y0, y1]) = (self.area, self.c, self.b);
+        let log_y = c.log_y;
+        // On a log axis, ticks go at 1-2-5 multiples of powers of ten.
+        let log_ticks: Vec<f64> = if log_y {
+            (y0.floor() as i32..=y1.ceil() as i32)
+                .flat_map(|e| [1.0, 2.0, 5.0].map(|m| (m * 10f64.powi(e)).log10()))
+                .filter(|v| *v >= y0 && *v <= y1)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        chart
+            .configure_mesh()
+            .x_desc(&c.x_label)
+            .y_desc(&c.y_label)
+            .label_style((FONT, 12))
+            .axis_desc_style((FONT, 13))
+            .x_label_formatter(&|v| human(*v))
+            .y_labels(if log_y { 0 } else { 10 })
+            .y_label_formatter(&|v| human(*v))
+            .max_light_lines(2)
+            .light_line_style(RGBColor(240, 240, 240))
+            .draw()?;
+        if log_y {
+            let grid = RGBColor(225, 225, 225);
+            // Tick labels go in the axis margin, left of the plotting area, like
+            // a linear axis's (inside it, a legend in a corner covered them).
+            let base = area.get_base_pixel();
+            let style = (FONT, 12).into_font().color(&RGBColor(60, 60, 60)).pos(Pos::new(HPos::Right, VPos::Center));
+            for &v in &log_ticks {
+                chart.draw_series(std::iter::once(PathElement::new(vec![(x0, v), (x1, v)], grid.stroke_width(1))))?;
+                let (px, py) = chart.backend_coord(&(x0, v));
+                area.draw(&Text::new(log_label(v), (px - base.0 - 6, py - base.1), style.clone()))?;
+            }
         }
+        Ok(())
     }
-    Ok(())
+
+    /// The reference lines, labelled outside the plotting area.
+    fn ref_lines(&self, chart: &mut Chart<'_, DB>) -> DrawResult<DB> {
+        let (area, c, [x0, x1, y0, y1]) = (self.area, self.c, self.b);
+        let grey = RGBColor(90, 90, 90);
+        let base = area.get_base_pixel();
+        let (plot_top, plot_right) = {
+            let (px, py) = chart.backend_coord(&(x1, y1));
+            (py - base.1, px - base.0)
+        };
+        for h in &c.hlines {
+            let y = c.ty(h.at);
+            chart.draw_series(std::iter::once(PathElement::new(vec![(x0, y), (x1, y)], grey.stroke_width(1))))?;
+            let py = chart.backend_coord(&(x1, y)).1 - base.1;
+            let style = (FONT, 12).into_font().color(&grey).pos(Pos::new(HPos::Left, VPos::Center));
+            area.draw(&Text::new(h.label.trim().to_string(), (plot_right + 4, py), style))?;
+        }
+        for (i, v) in c.vlines.iter().enumerate() {
+            chart.draw_series(std::iter::once(PathElement::new(vec![(v.at, y0), (v.at, y1)], grey.stroke_width(1))))?;
+            // Labels right of the line in the left half, left of it in the right half.
+            let anchor = if v.at > x0 + (x1 - x0) * 0.5 { HPos::Right } else { HPos::Left };
+            let style = (FONT, 12).into_font().color(&grey).pos(Pos::new(anchor, VPos::Bottom));
+            let px = chart.backend_coord(&(v.at, y1)).0 - base.0;
+            // Labels of several lines are stacked, one row each, not overprinted.
+            let row = (c.vlines.len().min(VLINE_ROWS) - 1 - i % VLINE_ROWS) as i32;
+            let tick = PathElement::new(vec![(px, plot_top), (px, plot_top - 4)], grey.stroke_width(1));
+            area.draw(&tick)?;
+            area.draw(&Text::new(format!(" {} ", v.label.trim()), (px, plot_top - 2 - row * LABEL_ROW as i32), style))?;
+        }
+        Ok(())
+    }
 }
 
 /// The series, each with its legend entry (none when it has nothing to draw).
@@ -471,41 +508,6 @@ fn draw_flagged<DB: DrawingBackend>(chart: &mut Chart<'_, DB>, c: &XyChart) -> D
                     .legend(move |(x, y)| Circle::new((x + 9, y), 4, color.stroke_width(2)));
             }
         }
-    }
-    Ok(())
-}
-
-/// The reference lines, labelled outside the plotting area.
-fn draw_ref_lines<DB: DrawingBackend>(
-    area: &DrawingArea<DB, Shift>,
-    chart: &mut Chart<'_, DB>,
-    c: &XyChart,
-    [x0, x1, y0, y1]: [f64; 4],
-) -> DrawResult<DB> {
-    let grey = RGBColor(90, 90, 90);
-    let base = area.get_base_pixel();
-    let (plot_top, plot_right) = {
-        let (px, py) = chart.backend_coord(&(x1, y1));
-        (py - base.1, px - base.0)
-    };
-    for h in &c.hlines {
-        let y = c.ty(h.at);
-        chart.draw_series(std::iter::once(PathElement::new(vec![(x0, y), (x1, y)], grey.stroke_width(1))))?;
-        let py = chart.backend_coord(&(x1, y)).1 - base.1;
-        let style = (FONT, 12).into_font().color(&grey).pos(Pos::new(HPos::Left, VPos::Center));
-        area.draw(&Text::new(h.label.trim().to_string(), (plot_right + 4, py), style))?;
-    }
-    for (i, v) in c.vlines.iter().enumerate() {
-        chart.draw_series(std::iter::once(PathElement::new(vec![(v.at, y0), (v.at, y1)], grey.stroke_width(1))))?;
-        // Labels right of the line in the left half, left of it in the right half.
-        let anchor = if v.at > x0 + (x1 - x0) * 0.5 { HPos::Right } else { HPos::Left };
-        let style = (FONT, 12).into_font().color(&grey).pos(Pos::new(anchor, VPos::Bottom));
-        let px = chart.backend_coord(&(v.at, y1)).0 - base.0;
-        // Labels of several lines are stacked, one row each, not overprinted.
-        let row = (c.vlines.len().min(VLINE_ROWS) - 1 - i % VLINE_ROWS) as i32;
-        let tick = PathElement::new(vec![(px, plot_top), (px, plot_top - 4)], grey.stroke_width(1));
-        area.draw(&tick)?;
-        area.draw(&Text::new(format!(" {} ", v.label.trim()), (px, plot_top - 2 - row * LABEL_ROW as i32), style))?;
     }
     Ok(())
 }
