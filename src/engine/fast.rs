@@ -1,0 +1,74 @@
+//! The steady-decode fast path: while nothing but decoding can happen,
+//! steps are finished and the next planned inline, with the same arithmetic
+//! in the same order as [`Replica::finish_step`] and [`Replica::form_step`].
+
+use super::{Replica, Sinks};
+use crate::cost::{StepBatch, StepCostModel};
+
+impl<C: StepCostModel> Replica<C> {
+    /// Runs steady decode steps inline while nothing but decoding can happen:
+    /// the step in flight and the next are pure decode steps, no sequence
+    /// finishes, nobody can be admitted, no preemption is needed, and the
+    /// step ends before `horizon`. Each such step is finished and the next
+    /// planned exactly as [`Replica::finish_step`] would (same arithmetic, same
+    /// order), without the general machinery. Returns the end of the step
+    /// left in flight; [`Replica::step_start`] is then the time reached.
+    /// With `check`, verifies the invariants after every step. `area`
+    /// accumulates `in_system` × each step's duration (Little's law), step by
+    /// step as the event loop would.
+    pub fn fast_forward(
+        &mut self,
+        horizon: f64,
+        sinks: &mut Sinks,
+        check: bool,
+        area: &mut f64,
+        in_system: u64,
+    ) -> f64 {
+        loop {
+            let end = self.step.start + self.step.cost.time;
+            let steady = self.p.scheduler_steps <= 1
+                && self.step.busy
+                && self.step.decodes
+                && self.step.chunks.is_empty()
+                && self.decode.joiners.is_empty()
+                && self.prefilling.is_empty()
+                && (self.waiting.is_empty()
+                    || (self.p.batching.chunked() && self.running.len() >= self.p.max_num_seqs))
+                && self.decode.extra_pending == 0
+                && self.decode.none_due_next()
+                && self.kv.fits_growth(self.decode.blocks_needed_after());
+            if !steady || end >= horizon {
+                return end;
+            }
+            // Finish the step in flight (pure decode, no completion).
+            *area += in_system as f64 * (end - self.step.start);
+            self.account_step(end);
+            if sinks.records.attributing() {
+                self.clocks.decode_step(end - self.step.start, 0.0, 0.0);
+            }
+            self.pending_tokens -= self.decode.n as u64;
+            let gap = end - self.decode.last_end;
+            for (h, &n) in sinks.itl.iter_mut().zip(&self.decode.n_class) {
+                if n > 0 {
+                    h.add(gap, n as u64);
+                }
+            }
+            self.decode.last_end = end;
+            self.advance_d();
+            self.decode.ctx += self.decode.n as u64;
+            // Plan the next one: every sequence decodes one more token.
+            self.kv.take_growth(self.decode.blocks_needed());
+            self.step.batch =
+                StepBatch::decoding(self.decode.n, (self.decode.ctx + self.decode.n as u64) as f64, self.p.spec_k);
+            self.step.cost = self.cost.step(&self.step.batch);
+            if let Some(l) = self.lora.as_mut() {
+                self.step.cost.time += l.step_time(&self.step.batch);
+            }
+            self.step.swap_time = 0.0;
+            self.step.start = end;
+            if check && let Err(m) = self.check_invariants() {
+                panic!("replica {} at t = {end} (fast path): {m}", self.id);
+            }
+        }
+    }
+}
