@@ -27,115 +27,35 @@
 //!
 //! No wall-clock time, hash-map order or thread scheduling enters the loop:
 //! the same setup and seed give bit-identical records.
+//!
+//! # Files
+//! The loop, its state and the request events are here; beside it, routing
+//! and the central queue (`route`), the fleet's scaling events (`scaling`),
+//! failures and retries (`failure`), rate limits and queue keys (`intake`),
+//! the time series (`sampler`) and what a run returns (`output`).
+
+mod failure;
+mod intake;
+mod output;
+mod route;
+mod sampler;
+mod scaling;
+
+pub use output::{RecordSink, Recording, SAMPLE, SimOutput, Stopped, TIMELINE_REQUESTS};
+pub use sampler::TimeSample;
 
 use crate::Setup;
 use crate::cluster::{ReplicaLoad, Router};
-use crate::config::{CostModelKind, DisaggregationConfig, PoolRole, QueueOrder, RouterKind};
+use crate::config::{CostModelKind, DisaggregationConfig, PoolRole, RouterKind};
 use crate::cost::{ConstantStep, ExponentialStep, KernelModel, Roofline, Speculative, StepCostModel};
-use crate::engine::{Replica, ReplicaStats, Sinks, Span};
+use crate::engine::{Replica, Sinks, Span};
 use crate::metrics::{LiveRecords, LogHistogram, Part, RecordSample, RejectReason, RequestRecord, Status, Tally};
 use crate::rng::Stream;
-use crate::workload::{Source, stream_seed};
+use crate::workload::Source;
+use intake::{Keyer, Limits};
+use sampler::Sampler;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
-
-/// Everything the simulation observed.
-#[derive(Debug, Clone)]
-pub struct SimOutput {
-    /// One record per generated request, by id (= arrival order), when the
-    /// run kept them ([`Recording::Keep`]); else the first
-    /// [`TIMELINE_REQUESTS`] (for the timeline chart).
-    pub records: Vec<RequestRecord>,
-    /// Latency parts of the kept `records`, by id (empty unless the run
-    /// kept its records with [`Setup::attribution`] on). Defined for
-    /// completed requests only: a request refused while waiting, or still
-    /// waiting at the end, keeps an open wait (negative entries).
-    pub parts: Vec<crate::metrics::Parts>,
-    /// Whether `records` holds every request.
-    pub kept: bool,
-    /// The most records the simulation held at once: the requests in flight
-    /// and those finished behind an older one still in flight (what a
-    /// streamed run's memory follows).
-    pub peak_live_records: usize,
-    /// Arrival of the last request, s (0 without requests).
-    pub last_arrival: f64,
-    /// A run that streamed its records: a sample of them by id (between
-    /// [`SAMPLE`] and 2 × [`SAMPLE`], or all when fewer), for the latency
-    /// CDF charts. Empty when `kept`.
-    pub sample: RecordSample,
-    /// The statistics behind the summary, gathered as requests finished
-    /// ([`crate::metrics::summarize`] takes them out).
-    pub tally: Tally,
-    /// Pooled inter-token latencies of measured requests.
-    pub itl: LogHistogram,
-    /// The same, per class.
-    pub itl_by_class: Vec<LogHistogram>,
-    /// Per-replica statistics.
-    pub replicas: Vec<ReplicaStats>,
-    /// End of the last engine step (the last completion), s: the end of the
-    /// measurement window.
-    pub end_time: f64,
-    /// Time of the last event of any kind (a late rejected arrival may come
-    /// after the last completion), s.
-    pub run_end: f64,
-    /// ∫ requests in the system dt over [0, run_end] (Little's law).
-    pub in_system_area: f64,
-    /// Events processed (steps + arrivals + admissions + wake-ups).
-    pub events: u64,
-    /// The cluster's state sampled at regular simulated times.
-    pub timeseries: Vec<TimeSample>,
-    /// What the first [`TIMELINE_REQUESTS`] requests did and when (for the timeline chart).
-    pub timeline: Vec<Span>,
-    /// Why the run stopped before its last event, if it did: its results
-    /// are then incomplete and must not be reported ([`crate::Report::check`]).
-    pub stopped: Option<Stopped>,
-    /// What the fleet did (a `[fleet]` whose replicas may change).
-    pub fleet: Option<crate::fleet::FleetOutput>,
-    /// Requests by arrival time and how many met their SLO (with `[fleet]`).
-    pub slo_timeline: Option<crate::fleet::SloTimeline>,
-    /// The same for the fleet frozen at its initial size, same arrivals
-    /// (filled by [`crate::run_setup_with`] for a scaling policy): what
-    /// capacity that arrived in time changed.
-    pub frozen_timeline: Option<crate::fleet::SloTimeline>,
-}
-
-/// Why a run stopped before its last event.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Stopped {
-    /// An event lay beyond [`crate::limits::MAX_CLOCK_S`], at this time, s.
-    Clock(f64),
-    /// A stop was requested (`--max-wall-time`) with the clock at this time, s.
-    Requested(f64),
-    /// This many requests were held at once (a backlog growing past
-    /// [`crate::limits::max_live_requests`]), with the clock at this time, s.
-    Memory(usize, f64),
-}
-
-/// Requests followed for the timeline chart.
-pub const TIMELINE_REQUESTS: u32 = 40;
-
-/// A streamed run keeps between this many and twice as many records for its
-/// charts ([`SimOutput::sample`]).
-pub const SAMPLE: usize = 50_000;
-
-/// Where finished requests' records go, in id order, as they leave the
-/// simulation (the CLI writes them to `requests.csv` this way). An
-/// implementation that does I/O keeps its first error and reports it when
-/// the caller asks: the simulation itself does no I/O.
-pub trait RecordSink: Send {
-    /// Request `id` has left the simulation (or the run ended with it still
-    /// in), with its latency parts when the run attributes them.
-    fn record(&mut self, id: u32, r: &RequestRecord, parts: Option<&crate::metrics::Parts>);
-}
-
-/// What a run does with its per-request records.
-pub enum Recording<'k> {
-    /// Keep them all in [`SimOutput::records`] (memory grows with the run).
-    Keep,
-    /// Hand each to the sink as its request finishes, and keep only a
-    /// sample for charts: memory follows the requests in flight.
-    Stream(Option<&'k mut dyn RecordSink>),
-}
 
 /// What becomes of records as they leave the simulation.
 struct Retired<'k> {
@@ -170,103 +90,6 @@ impl Retired<'_> {
         if let Some(s) = self.sink.as_mut() {
             s.record(id, r, parts);
         }
-    }
-}
-
-/// Most samples kept in the time series; past it, every other sample is
-/// dropped and the interval doubles.
-const MAX_SAMPLES: usize = 2048;
-
-/// The cluster's state at one instant (summed over replicas).
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct TimeSample {
-    /// Simulated time, s.
-    pub t: f64,
-    /// Requests waiting in replica queues.
-    pub waiting: u32,
-    /// Requests running (admitted to a batch).
-    pub running: u32,
-    /// Sequences in the steps in flight.
-    pub batch: u32,
-    /// Fraction of all KV blocks in use.
-    pub kv_used: f64,
-    /// Requests completed so far.
-    pub completed: u64,
-}
-
-/// Samples the cluster's state every `interval` of simulated time.
-struct Sampler {
-    next: f64,
-    interval: f64,
-    samples: Vec<TimeSample>,
-    /// KV blocks of the whole cluster.
-    total_blocks: u64,
-    /// Replicas that may hold work (a sample visits only these, so its cost
-    /// does not grow with idle replicas), and a flag per replica.
-    active: Vec<u32>,
-    is_active: Vec<bool>,
-}
-
-impl Sampler {
-    #[inline]
-    fn due(&self, t: f64) -> bool {
-        t >= self.next
-    }
-
-    fn new<C: StepCostModel>(replicas: &[Replica<C>]) -> Self {
-        Sampler {
-            next: 0.0,
-            interval: 0.05,
-            samples: Vec::new(),
-            total_blocks: replicas.iter().map(|r| r.params().num_blocks).sum(),
-            active: Vec::new(),
-            is_active: vec![false; replicas.len()],
-        }
-    }
-
-    /// Replica `r` was given work.
-    #[inline]
-    fn activate(&mut self, r: usize) {
-        if !self.is_active[r] {
-            self.is_active[r] = true;
-            self.active.push(r as u32);
-        }
-    }
-
-    /// Samples the cluster: sums over the active replicas (idle ones add
-    /// nothing; integer sums, so the order never matters), dropping those
-    /// that have gone idle.
-    fn take<C: StepCostModel>(&mut self, t: f64, replicas: &[Replica<C>], completed: u64) {
-        let (mut waiting, mut running, mut batch, mut used) = (0u32, 0u32, 0u32, 0u64);
-        let is_active = &mut self.is_active;
-        self.active.retain(|&r| {
-            let rep = &replicas[r as usize];
-            let (w, n, b, u) = (rep.num_waiting() as u32, rep.num_running(), rep.batch_size(), rep.used_blocks());
-            waiting += w;
-            running += n;
-            batch += b;
-            used += u;
-            let keep = w > 0 || n > 0 || u > 0 || rep.is_busy();
-            is_active[r as usize] = keep;
-            keep
-        });
-        self.samples.push(TimeSample {
-            t,
-            waiting,
-            running,
-            batch,
-            kv_used: used as f64 / self.total_blocks as f64,
-            completed,
-        });
-        if self.samples.len() >= MAX_SAMPLES {
-            let mut k = 0;
-            self.samples.retain(|_| {
-                k += 1;
-                k % 2 == 1
-            });
-            self.interval *= 2.0;
-        }
-        self.next = t + self.interval;
     }
 }
 
@@ -1007,123 +830,6 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         }
     }
 
-    /// Admits request `id` now: to the central queue, or routed to a replica.
-    fn admit_now(&mut self, id: u32) {
-        if self.central {
-            let rec = &mut self.obs.records[id as usize];
-            rec.admitted = self.now;
-            let preprocess = self.now - rec.arrival;
-            if self.obs.records.attributing() {
-                let p = &mut self.obs.records.attr(id).parts;
-                p[Part::Preprocess.idx()] = preprocess - p[Part::Preempted.idx()];
-            }
-            self.central_queue.push_back(id);
-            self.dispatch();
-        } else if !self.router.any_up() {
-            // No replica serves (scaled to zero, or all failed): wait at the router.
-            let rec = &mut self.obs.records[id as usize];
-            rec.admitted = self.now;
-            rec.replica = u32::MAX;
-            self.held.push_back(id);
-        } else if !self.route(id) {
-            self.refuse(id, RejectReason::QueueFull);
-        }
-    }
-
-    /// Routes request `id` to an entry replica and queues it there; false
-    /// when that replica's queue is full.
-    fn route(&mut self, id: u32) -> bool {
-        let rec = &mut self.obs.records[id as usize];
-        let r = if self.router.wants_prefix() {
-            self.replicas[0].prefix_ids(id, rec, &mut self.prefix_ids);
-            self.router.pick_prefix(&self.prefix_ids)
-        } else {
-            self.router.pick(rec.session)
-        };
-        let r = if self.adapter_affinity { self.prefer_adapter(id, r) } else { r };
-        let rec = &mut self.obs.records[id as usize];
-        // A request held at the router while no replica was ready was admitted then.
-        let held = rec.admitted;
-        if held.is_nan() {
-            rec.admitted = self.now;
-        }
-        rec.replica = r as u32;
-        let key = self.keyer.key(self.replicas[r].stats.pool, id, rec);
-        let work = rec.prompt as u64 + rec.output as u64;
-        let (arrival, now) = (rec.arrival, self.now);
-        self.sampler.activate(r);
-        if self.obs.records.attributing() {
-            // (A request sent again after a failure counts from the failure.)
-            let p = &mut self.obs.records.attr(id).parts;
-            let lost = p[Part::Preempted.idx()];
-            if held.is_nan() {
-                p[Part::Preprocess.idx()] = now - arrival - lost;
-            } else {
-                p[Part::Preprocess.idx()] = held - arrival - lost;
-                p[Part::CentralQueue.idx()] = now - held;
-            }
-        }
-        if !self.replicas[r].enqueue(self.now, id, key, work, &mut self.obs.records) {
-            return false;
-        }
-        self.router.observe(r, &self.replicas[r]);
-        self.wake(r);
-        true
-    }
-
-    /// `lora.router_affinity`: the least loaded entry replica holding
-    /// request `id`'s adapter, unless it has more than `prefix_load_cap`
-    /// requests above the router's pick `r` (then `r`).
-    fn prefer_adapter(&self, id: u32, r: usize) -> usize {
-        if self.replicas[r].holds_adapter_of(id) {
-            return r;
-        }
-        let cap = self.setup.scenario.hardware.prefix_load_cap;
-        let floor = self.replicas[r].outstanding();
-        (0..self.n_entry)
-            .filter(|&k| self.fleet.as_ref().is_none_or(|f| f.is_ready(k)) && self.replicas[k].holds_adapter_of(id))
-            .min_by_key(|&k| (self.replicas[k].outstanding(), k))
-            .filter(|&k| self.replicas[k].outstanding() <= floor + cap)
-            .unwrap_or(r)
-    }
-
-    /// Central queue: hands its requests, first come first served, to
-    /// replicas with room (fewer than `max_num_seqs` outstanding).
-    fn dispatch(&mut self) {
-        while let Some(&id) = self.central_queue.front() {
-            if self.obs.records.refused(id) {
-                self.central_queue.pop_front();
-                continue;
-            }
-            if !self.router.any_up() {
-                break;
-            }
-            let r = self.router.pick(u32::MAX);
-            if self.replicas[r].outstanding() >= self.replicas[r].params().max_num_seqs {
-                break;
-            }
-            self.central_queue.pop_front();
-            let rec = &mut self.obs.records[id as usize];
-            rec.replica = r as u32;
-            let work = rec.prompt as u64 + rec.output as u64;
-            let key = self.keyer.key(self.replicas[r].stats.pool, id, rec);
-            let queued_for = self.now - rec.admitted;
-            self.sampler.activate(r);
-            if self.obs.records.attributing() {
-                self.obs.records.attr(id).parts[Part::CentralQueue.idx()] = queued_for;
-            }
-            if !self.replicas[r].enqueue(self.now, id, key, work, &mut self.obs.records) {
-                // Its waiting queue is full (`max_waiting` below
-                // `max_num_seqs`): the request waits on at the router.
-                self.obs.records[id as usize].replica = u32::MAX;
-                self.central_queue.push_front(id);
-                break;
-            }
-            self.router.observe(r, &self.replicas[r]);
-            self.wake(r);
-        }
-    }
-
     /// Queues a wake-up of replica `r` at the current instant, if it is idle
     /// and none is queued.
     fn wake(&mut self, r: usize) {
@@ -1149,167 +855,6 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             self.router.observe(r, &self.replicas[r]);
         } else {
             self.dec_router.observe(r - self.n_entry, &self.replicas[r]);
-        }
-    }
-
-    /// Queues the fleet's first events: the policy's first look, the
-    /// scripted failures and the first random failure of each ready slot.
-    fn start_fleet(&mut self) {
-        let Some(f) = self.fleet.as_mut() else { return };
-        let mut first = Vec::new();
-        if f.config().policy != crate::config::ScalePolicy::None {
-            first.push(Event { t: f.config().interval_s, kind: Kind::Tick, key: 0 });
-        }
-        for (k, x) in f.config().failures.iter().enumerate() {
-            first.push(Event { t: x.at_s, kind: Kind::Script, key: k as u32 });
-        }
-        for i in 0..f.state.len() {
-            if f.is_ready(i)
-                && let Some(t) = f.next_failure(i, 0.0)
-            {
-                first.push(Event { t, kind: Kind::Fail, key: f.key(i) });
-            }
-        }
-        for e in first {
-            self.push_fleet(e);
-        }
-    }
-
-    fn push_fleet(&mut self, e: Event) {
-        self.fleet_events += 1;
-        self.queue.push(e);
-    }
-
-    /// A fleet event.
-    fn on_fleet(&mut self, e: Event) {
-        let now = self.now;
-        match e.kind {
-            Kind::Ready => {
-                let Some(i) = self.fleet.as_ref().and_then(|f| f.live(e.key)) else { return };
-                let f = self.fleet.as_mut().expect("fleet");
-                f.ready(i, now);
-                self.replicas[i].serving_from(now);
-                if let Some(t) = f.next_failure(i, now) {
-                    let key = f.key(i);
-                    self.push_fleet(Event { t, kind: Kind::Fail, key });
-                }
-                self.router.set_up(i, true);
-                self.observe(i);
-                // Requests held while no replica served go to the router now.
-                while let Some(id) = self.held.pop_front() {
-                    if !self.obs.records.refused(id) && !self.route(id) {
-                        self.refuse(id, RejectReason::QueueFull);
-                    }
-                }
-                if self.central {
-                    self.dispatch();
-                }
-            }
-            Kind::Fail => {
-                if let Some(i) = self.fleet.as_ref().and_then(|f| f.live(e.key)) {
-                    let repair = self.fleet.as_ref().map_or(0.0, |f| f.config().repair_s);
-                    self.fail(i, repair);
-                }
-            }
-            Kind::Script => {
-                let f = self.fleet.as_ref().expect("fleet");
-                let x = &f.config().failures[e.key as usize];
-                let (i, repair) = (x.replica as usize, x.repair_s.unwrap_or(f.config().repair_s));
-                if f.state
-                    .get(i)
-                    .is_some_and(|s| matches!(s, crate::fleet::SlotState::Ready | crate::fleet::SlotState::Draining))
-                {
-                    self.fail(i, repair);
-                }
-            }
-            Kind::Tick => self.on_tick(),
-            Kind::Refill => self.fleet.as_mut().expect("fleet").refilled(now),
-            _ => unreachable!("not a fleet event"),
-        }
-    }
-
-    /// The scaling policy looks, and the fleet starts, drains or cancels replicas.
-    fn on_tick(&mut self) {
-        let now = self.now;
-        let views: Vec<crate::fleet::SlotView> = self
-            .replicas
-            .iter()
-            .map(|r| crate::fleet::SlotView {
-                busy: r.busy_total(),
-                outstanding: r.outstanding(),
-                pending_tokens: r.pending_tokens(),
-            })
-            .collect();
-        // Requests waiting at the router (held, or in the central queue), and their tokens.
-        let (mut held, mut held_tokens) = (0u32, 0u64);
-        for &id in self.held.iter().chain(self.central_queue.iter()) {
-            if !self.obs.records.refused(id) {
-                let r = &self.obs.records[id as usize];
-                held += 1;
-                held_tokens += r.prompt as u64 + r.output as u64;
-            }
-        }
-        let f = self.fleet.as_mut().expect("fleet");
-        if let Some(v) = self.obs.first_tokens.as_mut() {
-            f.ttfts.append(v);
-        }
-        let actions = f.look(now, &views, held, held_tokens);
-        let interval = f.config().interval_s;
-        for a in actions {
-            match a {
-                crate::fleet::Action::Start(i, at) => {
-                    let key = self.fleet.as_ref().expect("fleet").key(i);
-                    self.push_fleet(Event { t: at, kind: Kind::Ready, key });
-                }
-                crate::fleet::Action::Drain(i) => {
-                    self.router.set_up(i, false);
-                    self.observe(i);
-                }
-                crate::fleet::Action::Cancel(_) => {}
-                crate::fleet::Action::Refill(at) => self.push_fleet(Event { t: at, kind: Kind::Refill, key: 0 }),
-            }
-        }
-        self.push_fleet(Event { t: now + interval, kind: Kind::Tick, key: 0 });
-    }
-
-    /// Slot `i` fails now: its requests are lost or sent again, and it is
-    /// repaired after `repair` seconds (a draining slot just turns off).
-    fn fail(&mut self, i: usize, repair: f64) {
-        let now = self.now;
-        if let Some(end) = self.replicas[i].step_end() {
-            self.lost_step[i].push(end);
-        }
-        let ids = self.replicas[i].evacuate(now, &self.obs.records);
-        self.router.set_up(i, false);
-        let f = self.fleet.as_mut().expect("fleet");
-        let retry = f.config().on_failure == crate::config::OnFailure::Retry;
-        if let Some(at) = f.fail(i, now, repair, ids.len() as u64) {
-            let key = f.key(i);
-            self.push_fleet(Event { t: at, kind: Kind::Ready, key });
-        }
-        self.observe(i);
-        for id in ids {
-            if retry {
-                // Sent again from scratch; its time so far counts.
-                let rec = &mut self.obs.records[id as usize];
-                rec.replica = u32::MAX;
-                rec.admitted = f64::NAN;
-                rec.first_scheduled = f64::NAN;
-                rec.first_token = f64::NAN;
-                rec.last_token = f64::NAN;
-                rec.generated = 0;
-                let lost = now - rec.arrival;
-                if self.obs.records.attributing() {
-                    // Everything before the failure was thrown away, as by a
-                    // preemption (admission counts its preprocessing from here).
-                    let p = &mut self.obs.records.attr(id).parts;
-                    *p = [0.0; crate::metrics::NUM_PARTS];
-                    p[Part::Preempted.idx()] = lost;
-                }
-                self.admit_now(id);
-            } else {
-                self.refuse(id, RejectReason::ReplicaFailed);
-            }
         }
     }
 
@@ -1351,90 +896,6 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             fleet,
             slo_timeline: slo.map(|x| x.0),
             frozen_timeline: None,
-        }
-    }
-}
-
-/// The waiting-queue sort key of each request (lower is served first),
-/// by the queue order of the pool it waits in.
-struct Keyer {
-    /// Per pool: queue order, priority aging, prediction error.
-    pools: Vec<(QueueOrder, Option<f64>, f64)>,
-    seed: u64,
-    priority: Vec<f64>,
-    ttft: Vec<f64>,
-}
-
-impl Keyer {
-    fn new(setup: &Setup, seed: u64) -> Self {
-        let classes = &setup.workload.classes;
-        Keyer {
-            pools: setup
-                .pools
-                .iter()
-                .map(|p| {
-                    let e = &p.engine_config;
-                    (e.queue_order, e.priority_aging_s, e.prediction_error)
-                })
-                .collect(),
-            seed: Stream::QueueKey.seed(seed),
-            priority: classes.iter().map(|c| c.priority as f64).collect(),
-            ttft: classes.iter().map(|c| c.slo.as_ref().and_then(|x| x.ttft_ms).map_or(1e12, |t| t * 1e-3)).collect(),
-        }
-    }
-
-    #[inline]
-    fn key(&self, pool: u32, id: u32, r: &RequestRecord) -> f64 {
-        let c = r.class as usize;
-        let (order, aging, sigma) = self.pools[pool as usize];
-        match order {
-            QueueOrder::Fcfs => 0.0,
-            // As vLLM: a lower value is served earlier, ties by arrival
-            // (vllm/v1/core/sched/request_queue.py, PriorityRequestQueue).
-            // With aging, the effective value p − waited/aging orders like
-            // p + arrival/aging at any instant, so the key does not change
-            // while waiting.
-            QueueOrder::Priority => match aging {
-                Some(a) => self.priority[c] + r.arrival / a,
-                None => self.priority[c] * 1e12 + r.arrival,
-            },
-            QueueOrder::ShortestPrompt => r.prompt as f64,
-            QueueOrder::ShortestJob => {
-                if sigma == 0.0 {
-                    r.output as f64
-                } else {
-                    // A lognormal prediction error, deterministic per request.
-                    let u = ((stream_seed(self.seed, id as u64) >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
-                    let z = statrs::function::erf::erfc_inv(2.0 * u) * -std::f64::consts::SQRT_2;
-                    r.output as f64 * (sigma * z - sigma * sigma / 2.0).exp()
-                }
-            }
-            QueueOrder::Edf => r.arrival + self.ttft[c],
-        }
-    }
-}
-
-/// Token buckets of the classes with a token rate limit.
-struct Limits {
-    buckets: Vec<Option<(f64, f64, f64, f64)>>,
-}
-
-impl Limits {
-    fn new(setup: &Setup) -> Self {
-        Limits { buckets: setup.workload.classes.iter().map(|c| c.token_limit.map(|(r, b)| (r, b, b, 0.0))).collect() }
-    }
-
-    /// Takes `tokens` from class `c`'s bucket at `now`; true when the limit refuses them.
-    #[inline]
-    fn take(&mut self, c: u16, now: f64, tokens: f64) -> bool {
-        let Some(Some((rate, cap, level, last))) = self.buckets.get_mut(c as usize) else { return false };
-        *level = (*level + *rate * (now - *last)).min(*cap);
-        *last = now;
-        if *level >= tokens {
-            *level -= tokens;
-            false
-        } else {
-            true
         }
     }
 }
