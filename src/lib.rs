@@ -38,8 +38,8 @@
 //! which reads the trace and length files a workload names, through a
 //! process-wide cache in [`workload::plan`]; [`sweep`] (appends
 //! `points.jsonl` as points finish, writes the sweep files); [`plot`] and
-//! [`export`] (charts and output files); [`validate`] and [`calibrate`]
-//! (their data sets); [`bench`]; [`explain`] (a results folder's
+//! [`export`] (charts and output files); [`validate`], [`calibrate`] and
+//! [`measured`] (their data sets); [`bench`]; [`explain`] (a results folder's
 //! manifest and summary, and the explanation it writes back); [`playground`]
 //! (a loopback-only HTTP server). The simulation itself — [`sim`],
 //! [`engine`], [`cluster`], [`cost`], [`memory`], [`metrics`] and the
@@ -76,6 +76,7 @@ pub mod explain;
 pub mod export;
 pub mod fleet;
 pub mod limits;
+pub mod measured;
 pub mod memory;
 pub mod metrics;
 pub mod plan;

@@ -45,7 +45,9 @@ use super::{How, Point, Problem, Sim, Stat, StepSetup};
 use crate::Catalog;
 use crate::cost::StepBatch;
 use crate::error::ConfigError;
-use crate::validate::Table;
+use crate::measured::gpustack::Lab;
+use crate::measured::user_table;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The input's format.
@@ -144,23 +146,6 @@ fn need_scenario<'a>(
     })
 }
 
-/// A user's measurements table with the `required` columns, or an error
-/// naming the file, the line and what is wrong (a malformed row panicked).
-pub(super) fn user_table(path: &Path, text: &str, required: &[&str]) -> Result<Table, ConfigError> {
-    let t = Table::read(text).map_err(|(line, m)| {
-        let mut e =
-            ConfigError::new(m).file(path).hint("every row needs one value per header column; fix or remove it");
-        e.line = Some(line);
-        e
-    })?;
-    if let Some(c) = t.missing(required) {
-        return Err(ConfigError::new(format!("column `{c}` is missing"))
-            .file(path)
-            .hint(format!("the table needs the columns {}", required.join(", "))));
-    }
-    Ok(t)
-}
-
 /// Reads `path` into a calibration problem.
 pub fn read(
     path: &Path,
@@ -257,20 +242,49 @@ fn steps(
     Ok(Problem { setups: vec![setup], sims: Vec::new(), points, skipped: Vec::new(), notes: Vec::new() })
 }
 
-/// Splitwise's profile CSV as a problem: per (model, hardware, tp) a set-up
-/// under `preset` (on the scenario's GPU when one is given), per (prompt,
-/// batch) a prefill point and per (prompt, batch, output) a decode point, the
-/// repetitions averaged. Generations that stopped early (token_size >= 512)
-/// count the tokens actually generated, from e2e ≈ prompt + (n − 1) × token
-/// time. Batches whose KV cache the engine could not hold are skipped.
-pub fn splitwise(
-    path: &Path,
-    text: &str,
-    catalog: &Catalog,
-    scenario: Option<&crate::config::LoadedScenario>,
-    preset: &str,
-) -> Result<Problem, ConfigError> {
-    use std::collections::BTreeMap;
+/// The calibration problem of the blocks of GPUStack's `lab` that `filters`
+/// select ([`crate::measured::selects`]): TTFT and TPOT medians and output throughput of each
+/// simulated block.
+pub fn gpustack(lab: &Lab, filters: &[String]) -> Problem {
+    let mut p =
+        Problem { setups: Vec::new(), sims: Vec::new(), points: Vec::new(), skipped: Vec::new(), notes: Vec::new() };
+    for b in crate::measured::gpustack::blocks(lab) {
+        if !crate::measured::selects(filters, &b.id) {
+            continue;
+        }
+        let text = match b.scenario {
+            Ok(t) => t,
+            Err(why) => {
+                p.skipped.push(format!("{}: {why}", b.id));
+                continue;
+            }
+        };
+        p.sims.push(Sim { name: b.id.clone(), text });
+        let sim = p.sims.len() - 1;
+        for ((metric, v), stat) in b.measured.iter().zip([Stat::Ttft(50.0), Stat::Tpot(50.0), Stat::OutputThroughput]) {
+            if !v.is_finite() {
+                continue;
+            }
+            p.points.push(Point {
+                label: format!("{} {metric}", b.id),
+                group: b.id.clone(),
+                measured: *v,
+                how: How::Sim { sim, stat },
+            });
+        }
+    }
+    p
+}
+
+/// The first row's file line, and each row's (prompt, token, e2e) times.
+type Reps = (usize, Vec<(f64, f64, f64)>);
+
+/// Splitwise's rows by (model, hardware, tp, prompt, batch, output).
+type SplitwiseGroups = BTreeMap<(String, String, u32, u32, u32, u32), Reps>;
+
+/// The rows of Splitwise's profile CSV grouped by configuration, with the
+/// broken rows skipped (each with its file line and why).
+fn splitwise_groups(path: &Path, text: &str) -> Result<(SplitwiseGroups, Vec<String>), ConfigError> {
     let t = user_table(
         path,
         text,
@@ -286,9 +300,7 @@ pub fn splitwise(
             "e2e_time",
         ],
     )?;
-    /// The first row's file line, and each row's times.
-    type Reps = (usize, Vec<(f64, f64, f64)>);
-    let mut groups: BTreeMap<(String, String, u32, u32, u32, u32), Reps> = BTreeMap::new();
+    let mut groups: SplitwiseGroups = BTreeMap::new();
     let mut skipped = Vec::new();
     for (i, r) in t.rows.iter().enumerate() {
         let sizes = ["tensor_parallel", "prompt_size", "batch_size", "token_size"].map(|c| t.num(r, c));
@@ -315,6 +327,23 @@ pub fn splitwise(
         );
         groups.entry(key).or_insert_with(|| (t.lines[i], Vec::new())).1.push((times[0], times[1], times[2]));
     }
+    Ok((groups, skipped))
+}
+
+/// Splitwise's profile CSV as a problem: per (model, hardware, tp) a set-up
+/// under `preset` (on the scenario's GPU when one is given), per (prompt,
+/// batch) a prefill point and per (prompt, batch, output) a decode point, the
+/// repetitions averaged. Generations that stopped early (token_size >= 512)
+/// count the tokens actually generated, from e2e ≈ prompt + (n − 1) × token
+/// time. Batches whose KV cache the engine could not hold are skipped.
+pub fn splitwise(
+    path: &Path,
+    text: &str,
+    catalog: &Catalog,
+    scenario: Option<&crate::config::LoadedScenario>,
+    preset: &str,
+) -> Result<Problem, ConfigError> {
+    let (groups, mut skipped) = splitwise_groups(path, text)?;
     let mut setups: Vec<(String, String, u32, u64)> = Vec::new();
     let mut setup_specs = Vec::new();
     let mut points = Vec::new();
@@ -395,14 +424,14 @@ pub fn splitwise(
                 label,
                 group: fold.clone(),
                 measured: mean(&prompt_times),
-                how: How::Step { setup: idx, batch: crate::validate::prefill_step(*b, *p) },
+                how: How::Step { setup: idx, batch: crate::measured::prefill_step(*b, *p) },
             });
         }
         points.push(Point {
             label: format!("{group} decode b={b} p={p} out={out}"),
             group: fold,
             measured: tt,
-            how: How::Step { setup: idx, batch: crate::validate::decode_step(*b, *p as f64 + n / 2.0) },
+            how: How::Step { setup: idx, batch: crate::measured::decode_step(*b, *p as f64 + n / 2.0) },
         });
     }
     Ok(Problem { setups: setup_specs, sims: Vec::new(), points, skipped, notes: Vec::new() })
@@ -507,13 +536,14 @@ fn offline(path: &Path, text: &str, catalog: &Catalog, preset: &str) -> Result<P
         // The published run's request count when the table has it; else enough
         // requests for a steady state (200k tokens, 200-3000 requests).
         let n = if has_n { t.num(r, "num_requests") as u32 } else { (200_000 / (isl + osl).max(1)).clamp(200, 3000) };
-        let text = match crate::validate::offline_scenario(catalog, model, gpu_name, fp8, tp, isl, osl, n, preset) {
-            Ok(text) => text,
-            Err(why) => {
-                skipped.push(format!("{label}: {why}"));
-                continue;
-            }
-        };
+        let text =
+            match crate::measured::offline::offline_scenario(catalog, model, gpu_name, fp8, tp, isl, osl, n, preset) {
+                Ok(text) => text,
+                Err(why) => {
+                    skipped.push(format!("{label}: {why}"));
+                    continue;
+                }
+            };
         sims.push(Sim { name: label.clone(), text });
         points.push(Point {
             label,

@@ -302,7 +302,7 @@ impl Problem {
 /// Median and worst |relative error| of predictions against measurements.
 pub fn errors(pred: &[f64], meas: &[f64]) -> (f64, f64) {
     let e: Vec<f64> = pred.iter().zip(meas).map(|(p, m)| ((p - m) / m).abs()).collect();
-    (crate::validate::median(&e), e.iter().cloned().fold(0.0, f64::max))
+    (crate::metrics::stats::median(&e), e.iter().cloned().fold(0.0, f64::max))
 }
 
 /// A finished calibration.
@@ -672,15 +672,15 @@ fn problem_of(opts: &Options, catalog: &Catalog) -> crate::Result<(Problem, Stri
         })
     };
     match &opts.input {
-        Input::Validation(d) if crate::validate::gpustack::lab(d).is_some() => {
-            let lab = crate::validate::gpustack::lab(d).expect("checked");
-            let mut p = crate::validate::gpustack::problem(lab, &opts.rows);
-            let blocks = crate::validate::gpustack::blocks(lab);
+        Input::Validation(d) if crate::measured::gpustack::lab(d).is_some() => {
+            let lab = crate::measured::gpustack::lab(d).expect("checked");
+            let mut p = inputs::gpustack(lab, &opts.rows);
+            let blocks = crate::measured::gpustack::blocks(lab);
             let engines_of_sims: Vec<&str> =
                 p.sims.iter().map(|s| blocks.iter().find(|b| b.id == s.name).map_or("", |b| b.preset)).collect();
             let mut engines: Vec<String> = blocks
                 .iter()
-                .filter(|b| crate::validate::selects(&opts.rows, &b.id))
+                .filter(|b| crate::measured::selects(&opts.rows, &b.id))
                 .map(|b| b.preset.to_string())
                 .collect();
             engines.sort();
@@ -701,7 +701,7 @@ fn problem_of(opts: &Options, catalog: &Catalog) -> crate::Result<(Problem, Stri
                     .into());
                 }
             };
-            p.skipped.retain(|s| crate::validate::selects(&opts.rows, s));
+            p.skipped.retain(|s| crate::measured::selects(&opts.rows, s));
             if named.is_some() {
                 // Simulate every block with the profile named instead of its engine's.
                 for (sim, e) in p.sims.iter_mut().zip(&engines_of_sims) {
@@ -725,7 +725,7 @@ fn problem_of(opts: &Options, catalog: &Catalog) -> crate::Result<(Problem, Stri
             let mut p = inputs::read(path, catalog, opts.scenario.as_ref(), &preset)?;
             if !opts.rows.is_empty() {
                 let keep: Vec<Point> =
-                    p.points.iter().filter(|q| crate::validate::selects(&opts.rows, &q.label)).cloned().collect();
+                    p.points.iter().filter(|q| crate::measured::selects(&opts.rows, &q.label)).cloned().collect();
                 p.points = keep;
             }
             let keys = match format {

@@ -17,6 +17,20 @@ pub fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {
     sorted[lo] + (sorted[hi] - sorted[lo]) * frac
 }
 
+/// The median of a slice (the mean of the middle two for an even count).
+pub fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        0.5 * (s[n / 2 - 1] + s[n / 2])
+    }
+}
+
 /// Percentiles of unsorted data in O(n) per percentile (selection, not a
 /// full sort); `data` is reordered. `ps` must be ascending.
 pub fn percentiles(data: &mut [f64], ps: &[f64]) -> Vec<f64> {

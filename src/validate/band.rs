@@ -171,7 +171,7 @@ fn page(id: &str) -> &str {
 fn serving_rows(snap: &[SnapshotSet], profile: &str, metric: BandMetric) -> Vec<(&'static str, Vec<(String, f64)>)> {
     let Some(label) = engine_label(profile) else { return Vec::new() };
     let name = format!("{label} {}", metric.suffix());
-    super::gpustack::LABS
+    crate::measured::gpustack::LABS
         .iter()
         .map(|lab| {
             let rows = snap
@@ -254,7 +254,7 @@ pub fn band_in(
         })
         .count();
     let same_gpu = *measured_on == gpu;
-    let lab = super::gpustack::LABS.iter().find(|l| l.gpu == *measured_on).map_or("", |l| l.key);
+    let lab = crate::measured::gpustack::LABS.iter().find(|l| l.gpu == *measured_on).map_or("", |l| l.key);
     ErrorBand {
         profile: name,
         metric,
@@ -275,7 +275,7 @@ pub fn band_in(
 pub fn table(snap: &[SnapshotSet]) -> Vec<ErrorBand> {
     let mut out = Vec::new();
     for profile in ["vllm-v1", "sglang", "trtllm"] {
-        for lab in super::gpustack::LABS {
+        for lab in crate::measured::gpustack::LABS {
             for m in BandMetric::ALL {
                 let b = band_in(snap, Some(profile), lab.gpu, m, None);
                 if b.same_gpu && b.n > 0 {

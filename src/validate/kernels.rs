@@ -8,10 +8,11 @@
 //! other four (their medians): the accuracy to expect on a GPU that has no
 //! kernel measurements.
 
-use super::{Dataset, Role, Row, Table};
+use super::{Dataset, Role, Row};
 use crate::Catalog;
 use crate::catalog::{GpuSpec, KernelSpec};
 use crate::cost::{GemmPath, Kernels, StepCost};
+use crate::measured::Table;
 
 /// (AIConfigurator system, catalogue GPU) pairs.
 pub const SYSTEMS: &[(&str, &str)] = &[
@@ -251,7 +252,7 @@ pub fn unfitted_gpus(catalog: &Catalog) -> crate::Result<Dataset> {
 pub fn spec_from_others(target: &GpuSpec, others: &[KernelSpec]) -> KernelSpec {
     let med = |f: &dyn Fn(&KernelSpec) -> f64| {
         let v: Vec<f64> = others.iter().map(f).filter(|x| *x > 0.0).collect();
-        if v.is_empty() { 0.0 } else { super::median(&v) }
+        if v.is_empty() { 0.0 } else { crate::metrics::stats::median(&v) }
     };
     let generic = KernelSpec::generic(target);
     KernelSpec {

@@ -1,8 +1,9 @@
 //! Engine start-up logs: the KV capacity an engine logged for a model on a
 //! GPU, against servesim's memory plan for the same settings.
 
-use super::{Dataset, Role, Row, Table};
+use super::{Dataset, Role, Row};
 use crate::Catalog;
+use crate::measured::Table;
 
 /// A scenario with these settings, resolved: (KV capacity the engine would
 /// log, in tokens).

@@ -14,7 +14,6 @@
 //! anywhere and gives the same numbers on every machine.
 
 pub mod band;
-mod csv;
 pub mod gpustack;
 mod kernels;
 mod memory;
@@ -23,11 +22,10 @@ mod serving;
 mod steps;
 
 pub use band::{BandMetric, ErrorBand, band, snapshot};
-pub use csv::Table;
-pub use serving::{offline_scenario, simulate, trtllm_bench_settings};
-pub use steps::{decode_step, prefill_step};
+pub use serving::simulate;
 
 use crate::Catalog;
+use crate::metrics::stats::median;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -103,20 +101,6 @@ fn null_as_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> 
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
-/// The median of a slice (the mean of the middle two for an even count).
-pub fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n == 0 {
-        f64::NAN
-    } else if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        0.5 * (s[n / 2 - 1] + s[n / 2])
-    }
-}
-
 /// How a data set relates to the model's parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -175,7 +159,7 @@ impl Dataset {
 /// The `--rows` filters of each `calibrate <input>` run in
 /// validation/calibrate.sh (`input` as the script writes it:
 /// `validation:gpustack-serve`, `validation/data/splitwise_perf_model_a100.csv`):
-/// a row that one run's filters all select ([`selects`]) was fitted to by a
+/// a row that one run's filters all select ([`crate::measured::selects`]) was fitted to by a
 /// shipped engine profile.
 pub fn fitted_filters(input: &str) -> Vec<Vec<&'static str>> {
     let script = include_str!("../../validation/calibrate.sh");
@@ -196,13 +180,6 @@ pub fn fitted_filters(input: &str) -> Vec<Vec<&'static str>> {
                 .collect()
         })
         .collect()
-}
-
-/// Whether row filters select the row `id`: every filter must match, and a
-/// filter matches when the id contains one of its `|`-separated
-/// alternatives (no filters: every row).
-pub fn selects<S: AsRef<str>>(filters: &[S], id: &str) -> bool {
-    filters.iter().all(|f| f.as_ref().split('|').any(|alt| id.contains(alt)))
 }
 
 /// Every data set's key, in the order `validate` runs them.
@@ -246,7 +223,7 @@ pub fn run(catalog: &Catalog, only: &[String]) -> crate::Result<Vec<Dataset>> {
             "splitwise-power" => power::splitwise_power(catalog),
             "sarathi" => steps::sarathi(catalog),
             "trtllm-offline" => serving::trtllm(catalog),
-            key => gpustack::dataset(catalog, gpustack::lab(key).expect("a GPUStack lab")),
+            key => gpustack::dataset(catalog, crate::measured::gpustack::lab(key).expect("a GPUStack lab")),
         })
         .collect();
     out.into_iter().collect()

@@ -2,12 +2,13 @@
 //! BLOOM-176B requests on DGX-A100 against [`crate::energy`]'s model, driven
 //! by the utilisation the kernel cost model predicts for each step.
 
-use super::steps::{decode_step, prefill_step, profile_cost};
-use super::{Dataset, Role, Row, Table};
+use super::steps::profile_cost;
+use super::{Dataset, Role, Row};
 use crate::Catalog;
 use crate::config::{Dtype, KvDtype};
 use crate::cost::{KernelModel, Layout, StepCostModel};
 use crate::energy::PowerModel;
+use crate::measured::{Table, decode_step, prefill_step};
 
 /// One measured request shape: its label, measured average power / TDP,
 /// whether the shipped constants were fitted to it, why it is left out (if

@@ -2,11 +2,12 @@
 //! and per-layer operator times (Vidur's profiles), predicted by the
 //! `kernel` cost model for one step at a time.
 
-use super::{Dataset, Role, Row, Table};
+use super::{Dataset, Role, Row};
 use crate::Catalog;
 use crate::catalog::{GpuSpec, LlmSpec};
 use crate::config::{CostConfig, Dtype, KvDtype};
-use crate::cost::{GemmPath, KernelModel, Kernels, Layout, StepBatch, StepCost, StepCostModel};
+use crate::cost::{GemmPath, KernelModel, Kernels, Layout, StepCost, StepCostModel};
+use crate::measured::{Table, decode_step, prefill_step};
 
 fn model(catalog: &Catalog, name: &str) -> LlmSpec {
     catalog.model(name).unwrap_or_else(|| panic!("model {name} missing from the catalogue")).spec.clone()
@@ -22,25 +23,6 @@ pub fn profile_cost(catalog: &Catalog, preset: &str, gpu: &GpuSpec, tp: u32) -> 
     let ctx = crate::catalog::engine::Context { gpu: Some(gpu), tp, dtype: "bf16", max_model_len: None };
     let (_, cost) = crate::config::preset_keys(preset, catalog, &ctx).expect("shipped preset");
     CostConfig::deserialize(cost).expect("profile cost keys")
-}
-
-/// Prefill of `b` prompts of `p` tokens each, nothing cached.
-pub fn prefill_step(b: u32, p: u32) -> StepBatch {
-    let (bf, pf) = (b as f64, p as f64);
-    StepBatch {
-        prefill_tokens: b as u64 * p as u64,
-        prefill_seqs: b,
-        prefill_attn_pairs: bf * pf * (pf + 1.0) / 2.0,
-        prefill_ctx_tokens: 0.0,
-        logits: b,
-        new_requests: b,
-        ..Default::default()
-    }
-}
-
-/// One decode step of `b` sequences, each with `ctx` tokens of context.
-pub fn decode_step(b: u32, ctx: f64) -> StepBatch {
-    StepBatch { decode_seqs: b, decode_ctx_tokens: b as f64 * ctx, logits: b, ..Default::default() }
 }
 
 /// The engine the Splitwise step times are compared with: vLLM V0 run
@@ -68,7 +50,7 @@ pub fn splitwise(catalog: &Catalog) -> crate::Result<Dataset> {
             let metric = if q.label.contains(" prefill ") { "prefill ms" } else { "decode ms" };
             let fitted = super::fitted_filters("validation/data/splitwise_perf_model_a100.csv")
                 .iter()
-                .any(|f| super::selects(f, &q.label));
+                .any(|f| crate::measured::selects(f, &q.label));
             Row {
                 fitted,
                 ..Row::new(q.label.trim_start_matches("llama2-70b a100-80gb ").to_string(), metric, q.measured, v)

@@ -8,15 +8,6 @@ use statrs::distribution::{ContinuousCDF, Normal};
 use statrs::statistics::Distribution as _;
 use std::sync::Arc;
 
-/// Seed of random stream `stream` for scenario seed `seed` (SplitMix64 mix),
-/// so streams are independent and stable across versions.
-pub fn stream_seed(seed: u64, stream: u64) -> u64 {
-    let mut z = seed ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// A standard exponential variate (mean 1) by inversion.
 #[inline]
 pub fn exp1(rng: &mut Pcg64Mcg) -> f64 {

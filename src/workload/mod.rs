@@ -15,6 +15,7 @@ pub mod process;
 pub mod source;
 pub mod trace;
 
-pub use dist::{LengthSampler, TimeSampler, UnitGap, exp1, stream_seed, weibull_shape};
+pub use crate::rng::stream_seed;
+pub use dist::{LengthSampler, TimeSampler, UnitGap, exp1, weibull_shape};
 pub use plan::{ClassPlan, WorkloadPlan};
 pub use source::{NO_SESSION, RequestSpec, Source};

@@ -17,6 +17,7 @@ mod explain;
 mod fast_path;
 mod fleet;
 mod hostile;
+mod imports;
 mod invariants;
 mod kv_offload;
 mod lora;

@@ -79,7 +79,7 @@ fn error_bands_come_from_held_out_rows() {
     let bands = servesim::validate::band::table(snap);
     assert!(bands.len() >= 15, "{bands:?}");
     for band in bands {
-        let lab = servesim::validate::gpustack::LABS.iter().find(|l| l.gpu == band.gpu).unwrap();
+        let lab = servesim::measured::gpustack::LABS.iter().find(|l| l.gpu == band.gpu).unwrap();
         let label = match band.profile.as_str() {
             "vllm-v1" => "vLLM",
             "sglang" => "SGLang",

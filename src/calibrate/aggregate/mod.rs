@@ -13,10 +13,11 @@
 
 use super::Problem;
 use super::Stat;
-use super::runs::{self, Arrival, Lengths, Run};
+use super::runs::{self, Run};
 use crate::Catalog;
 use crate::config::LoadedScenario;
 use crate::error::ConfigError;
+use crate::measured::runs::{Arrival, Lengths};
 use serde_json::Value;
 use std::path::Path;
 
@@ -400,7 +401,7 @@ pub const TABLE_COLUMNS: [&str; 6] =
 /// model, GPU and layout under the `--scenario`'s engine and cost settings
 /// (or `preset`'s alone), the flags of its `serving_command_effective` when
 /// the table has one, as `servesim validate` reads GPUStack's blocks
-/// ([`crate::validate::gpustack::row_run`]).
+/// ([`crate::measured::gpustack::row_run`]).
 pub fn serving_table(
     path: &Path,
     text: &str,
@@ -408,7 +409,7 @@ pub fn serving_table(
     s: Option<&LoadedScenario>,
     preset: &str,
 ) -> Result<Problem, ConfigError> {
-    use crate::validate::gpustack::{excluded, row_run};
+    use crate::measured::gpustack::{excluded, row_run};
     if text.lines().find(|l| !l.trim().is_empty() && !l.starts_with('#')).is_some_and(|h| h.starts_with("doc,block,")) {
         return Err(bad(
             path,
@@ -417,7 +418,7 @@ pub fn serving_table(
              columns model and gpu",
         ));
     }
-    let t = super::inputs::user_table(path, text, &TABLE_COLUMNS)?;
+    let t = crate::measured::user_table(path, text, &TABLE_COLUMNS)?;
     if t.missing(&["tp"]).is_some() && t.missing(&["gpus_used"]).is_some() {
         return Err(bad(path, "the table has neither `tp` nor `gpus_used`", "add a column tp (GPUs per replica)"));
     }

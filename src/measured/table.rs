@@ -1,6 +1,10 @@
 //! A small reader for the shipped reference tables: comma-separated, a
 //! header line, `#` comment lines before it, fields optionally in double
-//! quotes (a doubled quote inside is one quote).
+//! quotes (a doubled quote inside is one quote); a user's table is read
+//! with the columns it needs ([`user_table`]).
+
+use crate::error::ConfigError;
+use std::path::Path;
 
 /// A parsed table.
 #[derive(Debug, Clone)]
@@ -60,6 +64,23 @@ impl Table {
     pub fn num(&self, r: &[String], name: &str) -> f64 {
         self.get(r, name).trim().parse().unwrap_or(f64::NAN)
     }
+}
+
+/// A user's measurements table with the `required` columns, or an error
+/// naming the file, the line and what is wrong (a malformed row panicked).
+pub fn user_table(path: &Path, text: &str, required: &[&str]) -> Result<Table, ConfigError> {
+    let t = Table::read(text).map_err(|(line, m)| {
+        let mut e =
+            ConfigError::new(m).file(path).hint("every row needs one value per header column; fix or remove it");
+        e.line = Some(line);
+        e
+    })?;
+    if let Some(c) = t.missing(required) {
+        return Err(ConfigError::new(format!("column `{c}` is missing"))
+            .file(path)
+            .hint(format!("the table needs the columns {}", required.join(", "))));
+    }
+    Ok(t)
 }
 
 /// Splits one CSV line into fields.
