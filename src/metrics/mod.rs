@@ -12,8 +12,8 @@ pub mod tally;
 
 pub use hist::LogHistogram;
 pub use parts::{Attr, NUM_PARTS, Part, Parts};
-pub use record::{LiveRecords, RecordSample, RejectReason, RequestRecord, Status};
-pub use summarize::{littles_law, slo_checks, slo_met, summarize};
+pub use record::{LiveRecords, RecordSample, RejectReason, RequestRecord, Status, slo_checks};
+pub use summarize::{littles_law, slo_met, summarize};
 pub use summary::{
     ClassMap, ClassSummary, CostSummary, KvSummary, LatencyMetric, LittlesLaw, LoraSummary, OffloadSummary,
     RequestMetrics, SloSummary, Summary, Utilisation, WorkloadSummary,

@@ -153,6 +153,18 @@ impl RequestRecord {
     }
 }
 
+/// Whether a completed request meets each objective: [TTFT, TPOT, E2E]
+/// (an objective that is not set is met). The TPOT objective does not apply
+/// to one-token outputs, as in vLLM.
+pub fn slo_checks(slo: &crate::config::SloConfig, r: &RequestRecord) -> [bool; 3] {
+    let tpot = r.tpot();
+    [
+        slo.ttft_ms.is_none_or(|x| r.ttft() * 1e3 <= x),
+        slo.tpot_ms.is_none_or(|x| tpot.is_nan() || tpot * 1e3 <= x),
+        slo.e2e_ms.is_none_or(|x| r.e2e() * 1e3 <= x),
+    ]
+}
+
 /// The records of the requests still in the system, indexed by request id:
 /// the window from the oldest unfinished request to the newest arrival.
 /// Finished requests leave it from the front, in id order ([`Self::retire`]),

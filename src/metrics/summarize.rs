@@ -10,7 +10,7 @@ use super::summary::{
     WorkloadSummary,
 };
 use super::tally::{Columns, Tally, histogram_ms};
-use super::{RequestRecord, Status, hist};
+use super::{RequestRecord, Status, hist, slo_checks};
 use crate::Setup;
 use crate::config::SloConfig;
 use crate::sim::SimOutput;
@@ -564,18 +564,6 @@ fn workload_summary(workload: &WorkloadPlan, tally: &Tally) -> WorkloadSummary {
         first_skipped_row: workload.first_skipped.clone(),
         sessions: tally.sessions(),
     }
-}
-
-/// Whether a completed request meets each objective: [TTFT, TPOT, E2E]
-/// (an objective that is not set is met). The TPOT objective does not apply
-/// to one-token outputs, as in vLLM.
-pub fn slo_checks(slo: &SloConfig, r: &RequestRecord) -> [bool; 3] {
-    let tpot = r.tpot();
-    [
-        slo.ttft_ms.is_none_or(|x| r.ttft() * 1e3 <= x),
-        slo.tpot_ms.is_none_or(|x| tpot.is_nan() || tpot * 1e3 <= x),
-        slo.e2e_ms.is_none_or(|x| r.e2e() * 1e3 <= x),
-    ]
 }
 
 /// Little's law over the whole run.

@@ -141,7 +141,7 @@ impl Columns {
                     self.cols[5].push(r.normalized_latency());
                 }
                 if let Some(slo) = slo {
-                    let checks = super::slo_checks(slo, r);
+                    let checks = super::record::slo_checks(slo, r);
                     for (k, (c, o)) in checks.iter().zip([slo.ttft_ms, slo.tpot_ms, slo.e2e_ms]).enumerate() {
                         self.ok[k] += (*c && o.is_some()) as u64;
                     }

@@ -512,7 +512,6 @@ const KNOWN_BACK_ARROWS: &[(&str, &str, &str)] = &[
     ("explain", "export", "explain::folder and explain::render use export::read and the writers"),
     ("sweep", "export", "sweep::output uses export::read and the writers"),
     ("plot", "export", "plot uses export::write_atomic"),
-    ("metrics::tally", "metrics::summary", "tally uses slo_checks, defined in metrics::summary"),
 ];
 
 #[test]
