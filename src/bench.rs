@@ -47,8 +47,8 @@ pub struct BenchArgs {
     /// 20 req/s) and compare each with the fastest, per simulated request.
     #[arg(long)]
     profiles: bool,
-    /// Requests per profile with --profiles.
-    #[arg(long, default_value_t = 4000)]
+    /// Requests per profile with --profiles (enough that fixed costs are not what is timed).
+    #[arg(long, default_value_t = 20000)]
     profile_requests: u64,
     /// Internal: simulate the --profiles workload under this profile in this process.
     #[arg(long, hide = true)]

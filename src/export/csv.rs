@@ -41,17 +41,23 @@ pub const COLUMNS: &[&str] = &[
 /// Appends `x` rounded to `10^-decimals` in fixed point, then a comma.
 fn fixed(out: &mut Vec<u8>, ib: &mut itoa::Buffer, x: f64, decimals: u32) {
     if x.is_finite() {
-        let scale = 10i64.pow(decimals);
-        let v = (x * scale as f64).round() as i64;
+        let v = (x * 10i64.pow(decimals) as f64).round() as i64;
         if v < 0 {
             out.push(b'-');
         }
-        let v = v.unsigned_abs();
-        out.extend_from_slice(ib.format(v / scale as u64).as_bytes());
-        out.push(b'.');
-        let frac = ib.format(v % scale as u64).as_bytes();
-        out.extend(std::iter::repeat_n(b'0', decimals as usize - frac.len()));
-        out.extend_from_slice(frac);
+        // The digits of |v| once, with the point put in before the last `decimals`.
+        let digits = ib.format(v.unsigned_abs()).as_bytes();
+        let d = decimals as usize;
+        if digits.len() > d {
+            let (int, frac) = digits.split_at(digits.len() - d);
+            out.extend_from_slice(int);
+            out.push(b'.');
+            out.extend_from_slice(frac);
+        } else {
+            out.extend_from_slice(b"0.");
+            out.extend(std::iter::repeat_n(b'0', d - digits.len()));
+            out.extend_from_slice(digits);
+        }
     }
     out.push(b',');
 }
@@ -159,7 +165,8 @@ fn write_rows(
         .enumerate()
         .map(|(b, chunk)| {
             let mut ib = itoa::Buffer::new();
-            let mut out = Vec::with_capacity(chunk.len() * 128);
+            // Rows run to about 150–200 bytes: room for all of them at once.
+            let mut out = Vec::with_capacity(chunk.len() * 256);
             for (k, r) in chunk.iter().enumerate() {
                 let p = parts.get(b * BLOCK + k);
                 row(&mut out, &mut ib, first_id + b * BLOCK + k, r, p, ctx, slo_met(r));
@@ -278,6 +285,55 @@ impl crate::sim::RecordSink for RequestsCsv {
         }
         if self.buf.len() == BATCH {
             self.flush_rows();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::{RngExt, SeedableRng};
+
+    /// Fixed point as it was written before (integer part and zero-padded fraction apart).
+    fn two_parts(x: f64, decimals: u32) -> String {
+        if !x.is_finite() {
+            return ",".into();
+        }
+        let scale = 10i64.pow(decimals);
+        let v = (x * scale as f64).round() as i64;
+        let sign = if v < 0 { "-" } else { "" };
+        let v = v.unsigned_abs();
+        format!("{sign}{}.{:0w$},", v / scale as u64, v % scale as u64, w = decimals as usize)
+    }
+
+    #[test]
+    fn fixed_point_cells_are_unchanged() {
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(5);
+        let mut ib = itoa::Buffer::new();
+        let special = [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            0.0005,
+            -0.0005,
+            0.0004999,
+            1e-9,
+            -1e-9,
+            999.9999995,
+            12345.678901,
+            f64::NAN,
+            f64::INFINITY,
+        ];
+        let random = (0..100_000).map(|_| {
+            let m: f64 = rng.random_range(-1.0..1.0);
+            m * 10f64.powi(rng.random_range(-8..10))
+        });
+        for x in special.into_iter().chain(random) {
+            for d in [3, 6] {
+                let mut out = Vec::new();
+                super::fixed(&mut out, &mut ib, x, d);
+                assert_eq!(String::from_utf8(out).unwrap(), two_parts(x, d), "{x} to {d} places");
+            }
         }
     }
 }
