@@ -178,7 +178,7 @@ fn one_of(n: u64, toml: &str) -> Result<()> {
     let setup = crate::resolve(&loaded.scenario, &catalog)?;
     let mut output = crate::sim::simulate_recording(&setup, loaded.scenario.seed, crate::sim::Recording::Stream(None));
     let t_sim = t0.elapsed().as_secs_f64();
-    let summary = crate::metrics::summarize(&setup, loaded.scenario.seed, &mut output);
+    let summary = crate::summarize::summarize(&setup, loaded.scenario.seed, &mut output);
     let rep = crate::Report { setup, seed: loaded.scenario.seed, summary, output };
     let wall = t0.elapsed().as_secs_f64();
     println!(

@@ -10,6 +10,7 @@
 //! lowest free slot, a scale-down the highest serving one).
 
 use crate::config::{FleetConfig, OnFailure, RuleKind, ScalePolicy, ScalingRules, SelectRule};
+pub use crate::metrics::fleet::FleetSample;
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use std::collections::VecDeque;
@@ -44,23 +45,6 @@ pub enum SlotState {
     Draining,
     /// Failed; serves again after its repair time (billed meanwhile).
     Failed,
-}
-
-/// The fleet at one instant (a row of the replicas-over-time series).
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct FleetSample {
-    /// Simulated time, s.
-    pub t: f64,
-    /// Replicas serving.
-    pub ready: u32,
-    /// Replicas starting (billed, not serving).
-    pub starting: u32,
-    /// Replicas draining (finishing their requests, taking no new ones).
-    pub draining: u32,
-    /// Replicas failed, under repair.
-    pub failed: u32,
-    /// Warm standby replicas (billed, not serving).
-    pub warm: u32,
 }
 
 /// Per arrival-time bucket: requests and how many met their SLO.

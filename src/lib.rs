@@ -85,6 +85,7 @@ pub mod plot;
 pub mod resolve;
 pub mod rng;
 pub mod sim;
+pub mod summarize;
 pub mod sweep;
 pub mod validate;
 pub mod workload;
@@ -127,7 +128,7 @@ pub fn run_setup_with(setup: &Setup, seed: u64, recording: sim::Recording) -> Re
         // the capacity that arrived changed (summary.fleet.rescued_requests).
         output.frozen_timeline = sim::simulate_recording(&frozen, seed, sim::Recording::Stream(None)).slo_timeline;
     }
-    let summary = metrics::summarize(setup, seed, &mut output);
+    let summary = summarize::summarize(setup, seed, &mut output);
     Report { setup: setup.clone(), seed, summary, output }
 }
 

@@ -449,3 +449,25 @@ fn origin(o: &Origin) -> String {
         Origin::File(p) => p.display().to_string(),
     }
 }
+
+impl Setup {
+    /// An empty account of a run of this setup ([`crate::metrics::Tally`]),
+    /// exact up to [`crate::metrics::tally::EXACT_LIMIT`] requests.
+    pub fn tally(&self) -> crate::metrics::Tally {
+        self.tally_exact_up_to(crate::metrics::tally::EXACT_LIMIT)
+    }
+
+    /// The same, exact up to `limit` requests (for tests and studies of the approximation).
+    pub fn tally_exact_up_to(&self, limit: u64) -> crate::metrics::Tally {
+        let s = &self.scenario;
+        let split = self.pools.iter().any(|p| p.role == crate::config::PoolRole::Prefill);
+        let link = split.then(|| {
+            let link = s.disaggregation.clone().unwrap_or_default();
+            let l = &self.llm;
+            let per_token = l.kv_bytes_per_token(l.num_layers as f64, 1.0, s.kv_dtype().bytes());
+            [per_token, link.kv_transfer_gbps, link.kv_transfer_latency_ms]
+        });
+        let slos = self.workload.classes.iter().map(|c| c.slo.clone()).collect();
+        crate::metrics::Tally::with(limit, s.warmup_s, s.engine.max_wait_s.unwrap_or(0.0), slos, link)
+    }
+}

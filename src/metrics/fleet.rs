@@ -1,10 +1,8 @@
 //! The fleet over a run (`[fleet]`): replicas over time, what they cost,
 //! failures, and SLO attainment by arrival time.
 
-use crate::fleet::{FleetOutput, FleetSample, SloTimeline};
-
 /// Most rows of `slo_over_time` (finer buckets are merged).
-const MAX_WINDOWS: usize = 96;
+pub const MAX_WINDOWS: usize = 96;
 
 /// The fleet as it ran (`[fleet]`; docs/fleet.md).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -101,81 +99,19 @@ pub struct SloWindow {
     pub rescued: Option<i64>,
 }
 
-/// Builds the fleet summary; `duration` is the window, `gpus` GPUs per replica.
-pub fn summarize(
-    setup: &crate::Setup,
-    f: &FleetOutput,
-    timeline: &SloTimeline,
-    frozen: Option<&SloTimeline>,
-    duration: f64,
-    gpus: u32,
-    price: f64,
-) -> FleetSummary {
-    let cfg = setup.scenario.fleet.clone().unwrap_or_default();
-    let gpu_hours = f.billed_replica_s * gpus as f64 / 3600.0;
-    let after: Vec<&FleetSample> = f.series.iter().collect();
-    let ready = |s: &&FleetSample| s.ready;
-    let merge = timeline.buckets.len().div_ceil(MAX_WINDOWS).max(1);
-    let slo_over_time: Vec<SloWindow> = timeline
-        .buckets
-        .chunks(merge)
-        .enumerate()
-        .map(|(k, c)| {
-            let sum = |g: &dyn Fn(&crate::fleet::SloBucket) -> u64| c.iter().map(g).sum::<u64>();
-            let (requests, slo_met) = (sum(&|b| b.requests), sum(&|b| b.slo_met));
-            let w = timeline.bucket_s * merge as f64;
-            let slo_met_frozen =
-                frozen.map(|z| z.buckets.iter().skip(k * merge).take(merge).map(|b| b.slo_met).sum::<u64>());
-            SloWindow {
-                t_start: k as f64 * w,
-                t_end: (k + 1) as f64 * w,
-                requests,
-                completed: sum(&|b| b.completed),
-                slo_met,
-                attainment: (requests > 0).then(|| slo_met as f64 / requests as f64),
-                slo_met_frozen,
-                rescued: slo_met_frozen.map(|z| slo_met as i64 - z as i64),
-            }
-        })
-        .collect();
-    FleetSummary {
-        policy: cfg.policy.as_str().to_string(),
-        target: cfg.target,
-        // A fleet without a policy is its initial replicas.
-        min_replicas: if cfg.policy == crate::config::ScalePolicy::None {
-            setup.scenario.hardware.replicas
-        } else {
-            cfg.min_replicas
-        },
-        max_replicas: cfg.slots(setup.scenario.hardware.replicas),
-        initial_replicas: setup.scenario.hardware.replicas,
-        cold_start_s: f.cold_start_s,
-        warm_pool: cfg.warm_pool,
-        mean_billed_replicas: f.billed_replica_s / duration,
-        peak_ready_replicas: after.iter().map(ready).max().unwrap_or(0),
-        min_ready_replicas: after.iter().map(ready).min().unwrap_or(0),
-        gpu_hours,
-        usd: gpu_hours * price,
-        scale_ups: f.scale_ups,
-        scale_downs: f.scale_downs,
-        rescued_requests: frozen.map(|_| slo_over_time.iter().filter_map(|w| w.rescued).sum()),
-        slo_gained_requests: frozen
-            .map(|_| slo_over_time.iter().filter_map(|w| w.rescued).filter(|&d| d > 0).map(|d| d as u64).sum()),
-        slo_lost_requests: frozen
-            .map(|_| slo_over_time.iter().filter_map(|w| w.rescued).filter(|&d| d < 0).map(|d| (-d) as u64).sum()),
-        failures: FailureSummary {
-            mtbf_h: cfg.mtbf_h,
-            repair_s: cfg.repair_s,
-            on_failure: match cfg.on_failure {
-                crate::config::OnFailure::Retry => "retry".into(),
-                crate::config::OnFailure::Lost => "lost".into(),
-            },
-            failures: f.failures,
-            lost_requests: f.lost,
-            retried_requests: f.retried,
-            downtime_replica_s: f.downtime_s,
-        },
-        replicas_over_time: f.series.clone(),
-        slo_over_time,
-    }
+/// The fleet at one instant (a row of the replicas-over-time series).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct FleetSample {
+    /// Simulated time, s.
+    pub t: f64,
+    /// Replicas serving.
+    pub ready: u32,
+    /// Replicas starting (billed, not serving).
+    pub starting: u32,
+    /// Replicas draining (finishing their requests, taking no new ones).
+    pub draining: u32,
+    /// Replicas failed, under repair.
+    pub failed: u32,
+    /// Warm standby replicas (billed, not serving).
+    pub warm: u32,
 }

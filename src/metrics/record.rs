@@ -165,6 +165,12 @@ pub fn slo_checks(slo: &crate::config::SloConfig, r: &RequestRecord) -> [bool; 3
     ]
 }
 
+/// Whether a completed request met every objective of its class (None: its class has none).
+pub fn slo_met(workload: &crate::workload::WorkloadPlan, r: &RequestRecord) -> Option<bool> {
+    let slo = workload.classes.get(r.class as usize)?.slo.as_ref()?;
+    (r.status == Status::Completed).then(|| slo_checks(slo, r).iter().all(|&x| x))
+}
+
 /// The records of the requests still in the system, indexed by request id:
 /// the window from the oldest unfinished request to the newest arrival.
 /// Finished requests leave it from the front, in id order ([`Self::retire`]),

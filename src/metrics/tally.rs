@@ -15,7 +15,6 @@ use super::hist::{self, LogHistogram};
 use super::stability::{Backlog, FineBacklog};
 use super::stats::Distribution;
 use super::{RejectReason, RequestRecord, Status};
-use crate::Setup;
 use crate::config::SloConfig;
 use std::collections::{BTreeMap, HashSet};
 
@@ -254,32 +253,19 @@ pub struct Tally {
 }
 
 impl Tally {
-    /// An empty account for runs of `setup`.
-    pub fn new(setup: &Setup) -> Self {
-        Self::with_exact_limit(setup, EXACT_LIMIT)
-    }
-
-    /// The same, exact up to `limit` requests instead of [`EXACT_LIMIT`]
-    /// (for tests and studies of the approximation).
-    pub fn with_exact_limit(setup: &Setup, limit: u64) -> Self {
-        let s = &setup.scenario;
-        let split = setup.pools.iter().any(|p| p.role == crate::config::PoolRole::Prefill);
-        let moved = split.then(|| {
-            let link = s.disaggregation.clone().unwrap_or_default();
-            let l = &setup.llm;
-            Moved {
-                per_token: l.kv_bytes_per_token(l.num_layers as f64, 1.0, s.kv_dtype().bytes()),
-                gbps: link.kv_transfer_gbps,
-                latency_ms: link.kv_transfer_latency_ms,
-                ..Moved::default()
-            }
-        });
+    /// An empty account: exact up to `limit` requests ([`EXACT_LIMIT`] in
+    /// runs; less for tests and studies of the approximation), requests
+    /// arriving before `warmup` s left out, `max_wait` the engine's queue
+    /// timeout (0: none), `slos` per class, and `link` the KV hand-off link
+    /// between prefill and decode pools when they are split: (bytes per
+    /// token, GB/s, latency ms). [`crate::Setup::tally`] fills these in.
+    pub fn with(limit: u64, warmup: f64, max_wait: f64, slos: Vec<Option<SloConfig>>, link: Option<[f64; 3]>) -> Self {
         Tally {
             limit,
-            warmup: s.warmup_s,
-            max_wait: s.engine.max_wait_s.unwrap_or(0.0),
-            slos: setup.workload.classes.iter().map(|c| c.slo.clone()).collect(),
-            groups: vec![Columns::default(); setup.workload.classes.len()],
+            warmup,
+            max_wait,
+            groups: vec![Columns::default(); slos.len()],
+            slos,
             flow: Flow::Exact(Vec::new()),
             span: (f64::INFINITY, f64::NEG_INFINITY),
             sojourn: 0.0,
@@ -287,7 +273,7 @@ impl Tally {
             count: 0,
             last_arrival: 0.0,
             sessions: Sessions::default(),
-            moved,
+            moved: link.map(|[per_token, gbps, latency_ms]| Moved { per_token, gbps, latency_ms, ..Moved::default() }),
         }
     }
 

@@ -493,7 +493,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             obs: Observed {
                 records: LiveRecords::with_attribution(setup.attribution),
                 retired: Retired {
-                    tally: Tally::new(setup),
+                    tally: setup.tally(),
                     keep,
                     records: Vec::with_capacity(cap),
                     parts: Vec::new(),

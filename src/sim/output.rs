@@ -30,7 +30,7 @@ pub struct SimOutput {
     /// CDF charts. Empty when `kept`.
     pub sample: RecordSample,
     /// The statistics behind the summary, gathered as requests finished
-    /// ([`crate::metrics::summarize`] takes them out).
+    /// ([`crate::summarize::summarize`] takes them out).
     pub tally: Tally,
     /// Pooled inter-token latencies of measured requests.
     pub itl: LogHistogram,

@@ -3,8 +3,8 @@
 
 use crate::common;
 use common::setup;
-use servesim::metrics::summarize;
 use servesim::sim::{simulate, simulate_without_fast_path};
+use servesim::summarize::summarize;
 
 fn same(text: &str, sets: &[&str]) {
     let s = setup(text, sets);

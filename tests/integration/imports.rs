@@ -494,13 +494,6 @@ fn read_tree(src: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
 /// changed elsewhere. Each names what it is for; the test fails once one is
 /// gone (drop it here) and whenever a cycle closes without them.
 const KNOWN_BACK_ARROWS: &[(&str, &str, &str)] = &[
-    // The crate's core: `metrics` holds both what the engine records
-    // (records, parts, tally) and the summary of a whole run, which reads
-    // the engine, the fleet, the setup and the simulation's output.
-    ("metrics", "engine", "metrics::summary and metrics::fleet read engine statistics"),
-    ("metrics", "fleet", "metrics::fleet and metrics::summary read the fleet's events"),
-    ("metrics", "resolve", "metrics::summary and metrics::fleet read the Setup"),
-    ("metrics", "sim", "metrics::summary reads SimOutput"),
     ("catalog", "config", "catalog::engine checks a profile's keys against EngineConfig and CostConfig"),
     ("config", "metrics", "config::validate"),
     ("config", "workload", "config::workload"),

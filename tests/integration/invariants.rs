@@ -34,7 +34,7 @@ fn check(sets: &[&str]) -> servesim::Report {
 fn check_text(text: &str, sets: &[&str]) -> servesim::Report {
     let s = setup(text, sets);
     let mut out = simulate_checked(&s, s.scenario.seed);
-    let summary = servesim::metrics::summarize(&s, s.scenario.seed, &mut out);
+    let summary = servesim::summarize::summarize(&s, s.scenario.seed, &mut out);
     let cap = s.pools[0].memory.kv_capacity_tokens;
     for (id, r) in out.records.iter().enumerate() {
         match r.status {
@@ -212,7 +212,7 @@ fn random_valid_scenarios_keep_the_invariants() {
                 Status::InFlight => panic!("case {case}: request {id} never finished\n{text}"),
             }
         }
-        let summary = servesim::metrics::summarize(&s, s.scenario.seed, &mut out);
+        let summary = servesim::summarize::summarize(&s, s.scenario.seed, &mut out);
         // serde_json writes a non-finite f64 as null: compare with the
         // values themselves, and read requests.csv as written.
         let flat = servesim::sweep::flatten(&summary);

@@ -314,7 +314,7 @@ new_tokens = { dist = "uniform", min = 20, max = 100 }
     let measure = |sets: &[&str]| {
         let s = common::setup(sessions, sets);
         let mut out = servesim::sim::simulate_checked(&s, s.scenario.seed);
-        let sum = servesim::metrics::summarize(&s, s.scenario.seed, &mut out);
+        let sum = servesim::summarize::summarize(&s, s.scenario.seed, &mut out);
         let shared: u64 = out.records.iter().map(|r| r.prefix as u64).sum();
         let prompts: u64 = out.records.iter().map(|r| r.prompt as u64).sum();
         (sum, shared as f64 / prompts as f64)

@@ -4,8 +4,9 @@
 //! flight, and a summary past the exact limit within its stated error.
 
 use crate::common::{self, outcome, servesim_in};
-use servesim::metrics::{Tally, hist, summarize};
+use servesim::metrics::hist;
 use servesim::sim::{Recording, SAMPLE, TIMELINE_REQUESTS, simulate, simulate_recording};
+use servesim::summarize::summarize;
 
 /// Two classes with their own SLOs, a warm-up, timeouts and a queue limit:
 /// every kind of terminal state, at a load near saturation.
@@ -100,7 +101,7 @@ fn resummarize(text: &str, limit: u64) -> (servesim::Summary, servesim::Summary)
     let s = common::setup(text, &[]);
     let mut out = simulate(&s, s.scenario.seed);
     let mut sketched = out.clone();
-    sketched.tally = Tally::with_exact_limit(&s, limit);
+    sketched.tally = s.tally_exact_up_to(limit);
     for r in &out.records {
         sketched.tally.add(r);
     }

@@ -1,18 +1,20 @@
 //! Computing the run summary: [`summarize`] turns a finished simulation's
-//! tally and replica counters into the [`Summary`] of `summary.rs`, section
+//! tally and replica counters into the [`Summary`] of `src/metrics/summary.rs`, section
 //! by section (requests, utilisation, KV cache, cost, energy, …).
 
-use super::stability::assess;
-use super::stats::{Distribution, PERCENTILES};
-use super::summary::{
+use crate::Setup;
+use crate::config::SloConfig;
+use crate::fleet::{FleetOutput, SloTimeline};
+use crate::metrics::fleet::{FailureSummary, FleetSample, FleetSummary, MAX_WINDOWS, SloWindow};
+use crate::metrics::hist;
+use crate::metrics::stability::assess;
+use crate::metrics::stats::{Distribution, PERCENTILES};
+use crate::metrics::summary::{
     ClassMap, ClassSummary, CostSummary, DisaggSummary, EnergySummary, KvSummary, LatencyMetric, LittlesLaw,
     LoraSummary, OffloadSummary, PoolSummary, RequestMetrics, SloSummary, SpecSummary, Summary, Utilisation,
     WorkloadSummary,
 };
-use super::tally::{Columns, Tally, histogram_ms};
-use super::{RequestRecord, Status, hist, slo_checks};
-use crate::Setup;
-use crate::config::SloConfig;
+use crate::metrics::tally::{Columns, Tally, histogram_ms};
 use crate::sim::SimOutput;
 use crate::workload::WorkloadPlan;
 use rayon::prelude::*;
@@ -260,12 +262,6 @@ impl Columns {
     }
 }
 
-/// Whether a completed request met every objective of its class (None: its class has none).
-pub fn slo_met(workload: &WorkloadPlan, r: &RequestRecord) -> Option<bool> {
-    let slo = workload.classes.get(r.class as usize)?.slo.as_ref()?;
-    (r.status == Status::Completed).then(|| slo_checks(slo, r).iter().all(|&x| x))
-}
-
 /// The percentiles of `asked` (the scenario's `percentiles`) that are not
 /// among the standard ones, ascending and without repeats.
 pub fn extra_percentiles(asked: &[f64]) -> Vec<f64> {
@@ -278,7 +274,7 @@ pub fn extra_percentiles(asked: &[f64]) -> Vec<f64> {
 /// Builds the summary of a finished simulation from its [`Tally`]
 /// (taken out of `out`: a second call would see an empty one).
 pub fn summarize(setup: &Setup, seed: u64, out: &mut SimOutput) -> Summary {
-    let mut tally = std::mem::replace(&mut out.tally, Tally::new(setup));
+    let mut tally = std::mem::replace(&mut out.tally, setup.tally());
     let out = &*out;
     let s = &setup.scenario;
     let warmup = s.warmup_s;
@@ -303,15 +299,7 @@ pub fn summarize(setup: &Setup, seed: u64, out: &mut SimOutput) -> Summary {
     let fleet = out.fleet.as_ref().map(|f| {
         let p = &setup.pools[0];
         let t = out.slo_timeline.clone().unwrap_or_default();
-        super::fleet::summarize(
-            setup,
-            f,
-            &t,
-            out.frozen_timeline.as_ref(),
-            duration,
-            p.layout.gpus(),
-            p.price_per_gpu_hour,
-        )
+        fleet_summary(setup, f, &t, out.frozen_timeline.as_ref(), duration, p.layout.gpus(), p.price_per_gpu_hour)
     });
     let cost = cost_summary(setup, &pools, &metrics, &energy, duration, num_gpus, fleet_out);
     // The typical wait for a first token (the backlog's time scale), from
@@ -579,5 +567,84 @@ pub fn littles_law(n: u64, sojourn: f64, end: f64, area: f64) -> LittlesLaw {
         arrival_rate: lambda,
         mean_time_in_system_s: w,
         relative_error: (l - lambda * w).abs() / l,
+    }
+}
+
+/// Builds the fleet summary; `duration` is the window, `gpus` GPUs per replica.
+fn fleet_summary(
+    setup: &crate::Setup,
+    f: &FleetOutput,
+    timeline: &SloTimeline,
+    frozen: Option<&SloTimeline>,
+    duration: f64,
+    gpus: u32,
+    price: f64,
+) -> FleetSummary {
+    let cfg = setup.scenario.fleet.clone().unwrap_or_default();
+    let gpu_hours = f.billed_replica_s * gpus as f64 / 3600.0;
+    let after: Vec<&FleetSample> = f.series.iter().collect();
+    let ready = |s: &&FleetSample| s.ready;
+    let merge = timeline.buckets.len().div_ceil(MAX_WINDOWS).max(1);
+    let slo_over_time: Vec<SloWindow> = timeline
+        .buckets
+        .chunks(merge)
+        .enumerate()
+        .map(|(k, c)| {
+            let sum = |g: &dyn Fn(&crate::fleet::SloBucket) -> u64| c.iter().map(g).sum::<u64>();
+            let (requests, slo_met) = (sum(&|b| b.requests), sum(&|b| b.slo_met));
+            let w = timeline.bucket_s * merge as f64;
+            let slo_met_frozen =
+                frozen.map(|z| z.buckets.iter().skip(k * merge).take(merge).map(|b| b.slo_met).sum::<u64>());
+            SloWindow {
+                t_start: k as f64 * w,
+                t_end: (k + 1) as f64 * w,
+                requests,
+                completed: sum(&|b| b.completed),
+                slo_met,
+                attainment: (requests > 0).then(|| slo_met as f64 / requests as f64),
+                slo_met_frozen,
+                rescued: slo_met_frozen.map(|z| slo_met as i64 - z as i64),
+            }
+        })
+        .collect();
+    FleetSummary {
+        policy: cfg.policy.as_str().to_string(),
+        target: cfg.target,
+        // A fleet without a policy is its initial replicas.
+        min_replicas: if cfg.policy == crate::config::ScalePolicy::None {
+            setup.scenario.hardware.replicas
+        } else {
+            cfg.min_replicas
+        },
+        max_replicas: cfg.slots(setup.scenario.hardware.replicas),
+        initial_replicas: setup.scenario.hardware.replicas,
+        cold_start_s: f.cold_start_s,
+        warm_pool: cfg.warm_pool,
+        mean_billed_replicas: f.billed_replica_s / duration,
+        peak_ready_replicas: after.iter().map(ready).max().unwrap_or(0),
+        min_ready_replicas: after.iter().map(ready).min().unwrap_or(0),
+        gpu_hours,
+        usd: gpu_hours * price,
+        scale_ups: f.scale_ups,
+        scale_downs: f.scale_downs,
+        rescued_requests: frozen.map(|_| slo_over_time.iter().filter_map(|w| w.rescued).sum()),
+        slo_gained_requests: frozen
+            .map(|_| slo_over_time.iter().filter_map(|w| w.rescued).filter(|&d| d > 0).map(|d| d as u64).sum()),
+        slo_lost_requests: frozen
+            .map(|_| slo_over_time.iter().filter_map(|w| w.rescued).filter(|&d| d < 0).map(|d| (-d) as u64).sum()),
+        failures: FailureSummary {
+            mtbf_h: cfg.mtbf_h,
+            repair_s: cfg.repair_s,
+            on_failure: match cfg.on_failure {
+                crate::config::OnFailure::Retry => "retry".into(),
+                crate::config::OnFailure::Lost => "lost".into(),
+            },
+            failures: f.failures,
+            lost_requests: f.lost,
+            retried_requests: f.retried,
+            downtime_replica_s: f.downtime_s,
+        },
+        replicas_over_time: f.series.clone(),
+        slo_over_time,
     }
 }
