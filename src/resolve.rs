@@ -470,4 +470,29 @@ impl Setup {
         let slos = self.workload.classes.iter().map(|c| c.slo.clone()).collect();
         crate::metrics::Tally::with(limit, s.warmup_s, s.engine.max_wait_s.unwrap_or(0.0), slos, link)
     }
+
+    /// The adapters of a run of this setup with `seed` (None without `[lora]`).
+    pub fn lora_plan(&self, seed: u64) -> Option<std::sync::Arc<crate::engine::lora::LoraPlan>> {
+        let c = self.scenario.lora.as_ref()?;
+        let p = &self.pools[0];
+        let weights = crate::engine::lora::adapter_weights(&self.llm, c.rank);
+        let bytes = weights * 2.0;
+        let gpus = p.layout.gpus() as f64;
+        let g = &p.gpu;
+        Some(std::sync::Arc::new(crate::engine::lora::LoraPlan {
+            cdf: c.cdf(),
+            seed: crate::rng::Stream::Lora.seed(seed),
+            bytes,
+            max_loras: c.max_loras,
+            max_cpu_loras: c.max_cpu_loras.unwrap_or(c.max_loras),
+            // Each GPU copies its shard over its own link.
+            host_load_s: bytes / gpus / (c.host_gbps * 1e9),
+            storage_load_s: bytes / (c.storage_gbps * 1e9),
+            // Shrink and expand: 2 FLOPs per weight per token.
+            flops_per_token: 2.0 * weights,
+            per_adapter_s: bytes / gpus / (g.memory_bandwidth_gbps * 1e9 * g.memory_efficiency),
+            per_flop_s: 1.0 / (g.bf16_tflops * 1e12 * gpus * c.kernel_efficiency),
+            merged: c.adapters == 1,
+        }))
+    }
 }

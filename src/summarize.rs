@@ -142,7 +142,7 @@ fn energy_summary(
 
 fn lora_summary(setup: &crate::Setup, stats: &[crate::engine::ReplicaStats]) -> Option<LoraSummary> {
     let c = setup.scenario.lora.as_ref()?;
-    let plan = crate::engine::lora::plan(setup, 0)?;
+    let plan = setup.lora_plan(0)?;
     let l: Vec<&crate::engine::lora::LoraStats> = stats.iter().map(|r| &r.lora).collect();
     let sum = |f: &dyn Fn(&crate::engine::lora::LoraStats) -> u64| l.iter().map(|x| f(x)).sum::<u64>();
     let (hits, host, storage) = (sum(&|x| x.gpu_hits), sum(&|x| x.host_loads), sum(&|x| x.storage_loads));

@@ -642,7 +642,7 @@ pub(super) fn slo(key: &str, slo: &super::SloConfig) -> Check {
         );
     }
     if let Some(p) = slo.percentile
-        && !crate::metrics::stats::PERCENTILES.contains(&p)
+        && !super::PERCENTILES.contains(&p)
     {
         return fail(
             &format!("{key}.percentile"),

@@ -202,31 +202,6 @@ pub fn adapter_weights(llm: &crate::catalog::LlmSpec, rank: u32) -> f64 {
     rank as f64 * (layers * attention + mlps)
 }
 
-/// The adapters of a run of `setup` with `seed` (None without `[lora]`).
-pub fn plan(setup: &crate::Setup, seed: u64) -> Option<std::sync::Arc<LoraPlan>> {
-    let c = setup.scenario.lora.as_ref()?;
-    let p = &setup.pools[0];
-    let weights = adapter_weights(&setup.llm, c.rank);
-    let bytes = weights * 2.0;
-    let gpus = p.layout.gpus() as f64;
-    let g = &p.gpu;
-    Some(std::sync::Arc::new(LoraPlan {
-        cdf: c.cdf(),
-        seed: crate::rng::Stream::Lora.seed(seed),
-        bytes,
-        max_loras: c.max_loras,
-        max_cpu_loras: c.max_cpu_loras.unwrap_or(c.max_loras),
-        // Each GPU copies its shard over its own link.
-        host_load_s: bytes / gpus / (c.host_gbps * 1e9),
-        storage_load_s: bytes / (c.storage_gbps * 1e9),
-        // Shrink and expand: 2 FLOPs per weight per token.
-        flops_per_token: 2.0 * weights,
-        per_adapter_s: bytes / gpus / (g.memory_bandwidth_gbps * 1e9 * g.memory_efficiency),
-        per_flop_s: 1.0 / (g.bf16_tflops * 1e12 * gpus * c.kernel_efficiency),
-        merged: c.adapters == 1,
-    }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

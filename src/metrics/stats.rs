@@ -2,8 +2,7 @@
 //! deviation (ddof = 0) and linearly interpolated percentiles
 //! (`numpy.percentile(..., method="linear")`), as `vllm bench serve` reports.
 
-/// Percentiles reported for every latency metric.
-pub const PERCENTILES: [f64; 6] = [50.0, 90.0, 95.0, 99.0, 99.9, 99.99];
+pub use crate::config::PERCENTILES;
 
 /// Percentile `p` (0–100) of an ascending slice, numpy "linear" method.
 pub fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {

@@ -437,7 +437,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
                 None => std::sync::Arc::from(Vec::new()),
             })
             .collect();
-        let lora = crate::engine::lora::plan(setup, seed);
+        let lora = setup.lora_plan(seed);
         for r in replicas.iter_mut() {
             if let Some(p) = &lora {
                 r.set_lora(p.clone());

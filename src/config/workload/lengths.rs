@@ -4,8 +4,8 @@
 //! of a distribution.
 
 use super::OnBadRow;
+use super::traces::TraceFormat;
 use crate::config::validate::{Check, fail, non_negative, positive};
-use crate::workload::trace::TraceFormat;
 use serde::{Deserialize, Serialize};
 
 /// A length distribution in tokens. Continuous distributions are rounded to

@@ -15,7 +15,7 @@ pub use arrivals::{ArrivalKind, Diurnal, OnOff, ProcessConfig, RampStrategy, Ram
 pub use classes::ClassConfig;
 pub use lengths::{JointLengths, LengthDist, MaxTokens, MaxTokensRepr, TimeDist, TooLong};
 pub use sessions::{ClosedLoop, Sessions};
-pub use traces::{OnBadRow, TraceReplay};
+pub use traces::{OnBadRow, TimeUnit, TraceFormat, TraceReplay};
 
 use crate::config::validate::{Check, fail};
 use arrivals::check_process;

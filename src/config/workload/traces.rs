@@ -4,8 +4,36 @@
 
 use super::WorkloadConfig;
 use crate::config::validate::{Check, fail, non_negative, positive};
-use crate::workload::trace::{TimeUnit, TraceFormat};
 use serde::{Deserialize, Serialize};
+
+/// Trace file format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TraceFormat {
+    /// Azure LLM inference trace 2023: CSV `TIMESTAMP,ContextTokens,GeneratedTokens`.
+    Azure,
+    /// Mooncake JSON lines: `timestamp` (ms), `input_length`, `output_length`, `hash_ids`.
+    Mooncake,
+    /// Generic CSV with a header row; columns named by [`Columns`].
+    Csv,
+    /// The detailed result JSON of `vllm bench serve` (`input_lens`, `output_lens`, `start_times`).
+    VllmJson,
+}
+
+/// Unit of a generic CSV time column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TimeUnit {
+    /// Seconds (a non-negative decimal number).
+    #[default]
+    S,
+    /// Milliseconds (a non-negative decimal number).
+    Ms,
+    /// Microseconds (a non-negative decimal number).
+    Us,
+    /// A UTC date and time, `YYYY-MM-DD HH:MM:SS[.fraction]` (or with `T` and a trailing `Z`).
+    Datetime,
+}
 
 /// What to do with a bad trace row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

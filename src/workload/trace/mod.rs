@@ -39,34 +39,7 @@ use scan::AZURE_HEADER;
 use std::fmt;
 use vllm::parse_vllm;
 
-/// Trace file format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TraceFormat {
-    /// Azure LLM inference trace 2023: CSV `TIMESTAMP,ContextTokens,GeneratedTokens`.
-    Azure,
-    /// Mooncake JSON lines: `timestamp` (ms), `input_length`, `output_length`, `hash_ids`.
-    Mooncake,
-    /// Generic CSV with a header row; columns named by [`Columns`].
-    Csv,
-    /// The detailed result JSON of `vllm bench serve` (`input_lens`, `output_lens`, `start_times`).
-    VllmJson,
-}
-
-/// Unit of a generic CSV time column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TimeUnit {
-    /// Seconds (a non-negative decimal number).
-    #[default]
-    S,
-    /// Milliseconds (a non-negative decimal number).
-    Ms,
-    /// Microseconds (a non-negative decimal number).
-    Us,
-    /// A UTC date and time, `YYYY-MM-DD HH:MM:SS[.fraction]` (or with `T` and a trailing `Z`).
-    Datetime,
-}
+pub use crate::config::{TimeUnit, TraceFormat};
 
 /// Column mapping for the generic CSV format (names of header columns).
 #[derive(Debug, Clone, PartialEq, Default)]
