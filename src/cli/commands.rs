@@ -284,7 +284,7 @@ fn cmd_run(mut a: RunArgs) -> Result<()> {
     export::create_out_dir(&dir)?;
     let _lock = export::FolderLock::take(&dir, "run")?;
     let seed = setup.scenario.seed;
-    let requests = crate::limits::estimate(&setup).requests.map(|n| n as u64);
+    let requests = crate::resolve::estimate(&setup).requests.map(|n| n as u64);
     let runs = 1 + loaded.scenario.baseline.is_some() as u64;
     let progress = Progress::start("simulating", requests.map(|n| n * runs), a.quiet || a.json);
     // All or nothing: the files are staged, then moved into place together.

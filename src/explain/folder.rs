@@ -86,7 +86,7 @@ fn scenario_path(dir: &Path, file: &str, absolute: Option<&str>, sha: Option<&st
 
 /// Refuses runs too large to hold in memory.
 pub fn check_size(setup: &crate::Setup) -> Result<()> {
-    if let Some(n) = crate::limits::estimate(setup).requests
+    if let Some(n) = crate::resolve::estimate(setup).requests
         && n as u64 > MAX_REQUESTS
     {
         return Err(ConfigError::new(format!(

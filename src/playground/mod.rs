@@ -65,7 +65,7 @@ pub const MAX_TOKENS: f64 = 5e7;
 /// Most replicas one run of the page may simulate.
 pub const MAX_REPLICAS: u32 = 64;
 
-/// Most memory one run of the page may need ([`crate::limits::estimate`]):
+/// Most memory one run of the page may need ([`crate::resolve::estimate`]):
 /// no value typed into the page can grow the server past a few of these.
 pub const MAX_MEMORY_BYTES: f64 = 256.0 * 1024.0 * 1024.0;
 
@@ -337,7 +337,7 @@ impl Playground {
             .key("duration_s")
             .hint("run longer runs with `servesim run`"));
         }
-        let memory = crate::limits::estimate(&setup);
+        let memory = crate::resolve::estimate(&setup);
         if memory.memory_bytes > MAX_MEMORY_BYTES {
             let (key, _) = memory.memory_driver.unwrap_or(("requests", 0.0));
             return Err(ConfigError::new(format!(
@@ -509,7 +509,7 @@ impl Playground {
 /// (multi-turn sessions: sessions times their mean number of turns);
 /// None for a closed loop, whose count depends on its latencies.
 fn expected_requests(setup: &Setup) -> Option<f64> {
-    if setup.workload.closed_loop.is_some() { None } else { crate::limits::estimate(setup).requests }
+    if setup.workload.closed_loop.is_some() { None } else { crate::resolve::estimate(setup).requests }
 }
 
 /// The override that cuts a scenario to about `cap` requests, if it has more.

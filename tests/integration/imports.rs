@@ -495,7 +495,6 @@ fn read_tree(src: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
 /// gone (drop it here) and whenever a cycle closes without them.
 const KNOWN_BACK_ARROWS: &[(&str, &str, &str)] = &[
     ("catalog", "config", "catalog::engine checks a profile's keys against EngineConfig and CostConfig"),
-    ("limits", "resolve", "limits estimates a run's work from the Setup; resolve checks it"),
     // Writers and readers of results folders: `export`'s file helpers
     // (write_atomic, write_json, read, FolderLock) serve the modules whose
     // results `export` formats.

@@ -5,6 +5,9 @@
 //! workload are read here, through the process-wide cache of
 //! [`crate::workload::plan`]; nothing else does I/O.
 
+mod budget;
+pub use budget::{Estimate, check, estimate};
+
 use crate::catalog::{self, Catalog, GpuSpec, LlmSpec, Origin};
 use crate::config::{self, Scenario};
 use crate::engine::{BatchPolicy, EngineParams};
@@ -155,7 +158,7 @@ pub fn resolve(s: &Scenario, catalog: &Catalog) -> Result<Setup, ConfigError> {
     let mut scenario = s.clone();
     scenario.engine.max_model_len = Some(max_model_len);
     let setup = Setup { scenario, llm, llm_origin, workload: std::sync::Arc::new(workload), pools, attribution: false };
-    crate::limits::check(&setup, &crate::limits::current())?;
+    budget::check(&setup, &crate::limits::current())?;
     Ok(setup)
 }
 
