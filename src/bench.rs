@@ -6,8 +6,8 @@
 //!
 //! Each size runs in a fresh child process so that its peak RSS is its own.
 
-use crate::config::load_scenario_str;
 use crate::error::{Error, Result, at};
+use crate::scenario::load_scenario_str;
 use clap::Args;
 use std::path::Path;
 use std::process::Command;

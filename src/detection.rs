@@ -5,7 +5,7 @@
 //! stability-table` prints the table; docs/stability.md publishes it; the
 //! tests assert its targets on a smaller grid.
 
-use crate::config::load_scenario_str;
+use crate::scenario::load_scenario_str;
 use crate::{Catalog, Result, resolve, run_lean};
 use rayon::prelude::*;
 use serde::Serialize;

@@ -9,7 +9,7 @@
 //! run was stable at all.
 //!
 //! ```no_run
-//! use servesim::{Catalog, config::load_scenario};
+//! use servesim::{Catalog, scenario::load_scenario};
 //! let loaded = load_scenario("scenarios/quickstart.toml".as_ref(), &[]).unwrap();
 //! let catalog = Catalog::with_dir(None).unwrap();
 //! let report = servesim::run(&loaded.scenario, &catalog).unwrap();
@@ -33,7 +33,7 @@
 //!   terminal table, the HTML report) and charts.
 //!
 //! ## Where I/O happens
-//! Files are read or written only at these edges: [`cli`]; [`config::load`]
+//! Files are read or written only at these edges: [`cli`]; [`scenario`]
 //! (the scenario file); [`catalog`] (a user's models folder); [`resolve`],
 //! which reads the trace and length files a workload names, through a
 //! process-wide cache in [`workload::plan`]; [`sweep`] (appends
@@ -84,6 +84,7 @@ pub mod playground;
 pub mod plot;
 pub mod resolve;
 pub mod rng;
+pub mod scenario;
 pub mod sim;
 pub mod summarize;
 pub mod sweep;

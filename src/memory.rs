@@ -594,7 +594,7 @@ fn no_fit(llm: &LlmSpec, gpu: &GpuSpec, s: &Scenario, weights: f64, usable: f64,
 mod tests {
     use super::*;
     use crate::catalog::Catalog;
-    use crate::config::load_scenario_str;
+    use crate::scenario::load_scenario_str;
     use std::path::Path;
 
     fn plan_for(model: &str, sets: &[&str]) -> Result<MemoryPlan, ConfigError> {

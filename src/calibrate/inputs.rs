@@ -137,9 +137,9 @@ fn setup_of(s: &crate::config::Scenario, catalog: &Catalog) -> Result<(StepSetup
 }
 
 fn need_scenario<'a>(
-    s: Option<&'a crate::config::LoadedScenario>,
+    s: Option<&'a crate::scenario::LoadedScenario>,
     what: &str,
-) -> Result<&'a crate::config::LoadedScenario, ConfigError> {
+) -> Result<&'a crate::scenario::LoadedScenario, ConfigError> {
     s.ok_or_else(|| {
         ConfigError::new(format!("{what} needs --scenario: a scenario naming the model, GPU, tp and engine preset"))
             .hint("e.g. servesim calibrate steps.csv --scenario scenarios/quickstart.toml")
@@ -150,7 +150,7 @@ fn need_scenario<'a>(
 pub fn read(
     path: &Path,
     catalog: &Catalog,
-    scenario: Option<&crate::config::LoadedScenario>,
+    scenario: Option<&crate::scenario::LoadedScenario>,
     preset: &str,
 ) -> Result<Problem, ConfigError> {
     let text = std::fs::read_to_string(path)
@@ -164,7 +164,7 @@ pub fn from_text(
     path: &Path,
     text: &str,
     catalog: &Catalog,
-    scenario: Option<&crate::config::LoadedScenario>,
+    scenario: Option<&crate::scenario::LoadedScenario>,
     preset: &str,
 ) -> Result<Problem, ConfigError> {
     match detect(path, text)? {
@@ -189,7 +189,7 @@ fn steps(
     path: &Path,
     text: &str,
     catalog: &Catalog,
-    s: &crate::config::LoadedScenario,
+    s: &crate::scenario::LoadedScenario,
 ) -> Result<Problem, ConfigError> {
     let t = user_table(path, text, &[])?;
     let (setup, _) = setup_of(&s.scenario, catalog)?;
@@ -340,7 +340,7 @@ pub fn splitwise(
     path: &Path,
     text: &str,
     catalog: &Catalog,
-    scenario: Option<&crate::config::LoadedScenario>,
+    scenario: Option<&crate::scenario::LoadedScenario>,
     preset: &str,
 ) -> Result<Problem, ConfigError> {
     let (groups, mut skipped) = splitwise_groups(path, text)?;
@@ -370,7 +370,7 @@ pub fn splitwise(
                 // The engine set up for these rows; a row it cannot be (a GPU
                 // not in the catalogue, weights that do not fit) is skipped
                 // with its file line and why.
-                let set_up = crate::config::load_scenario_str_with(&text, Path::new("row.toml"), &[], &cat)
+                let set_up = crate::scenario::load_scenario_str_with(&text, Path::new("row.toml"), &[], &cat)
                     .and_then(|l| setup_of(&l.scenario, catalog));
                 let (mut spec, capacity) = match set_up {
                     Ok(s) => s,
@@ -461,7 +461,7 @@ fn percentile(v: &mut [f64], p: f64) -> f64 {
     crate::metrics::stats::percentile_sorted(v, p)
 }
 
-fn bench_json(path: &Path, text: &str, s: &crate::config::LoadedScenario) -> Result<Problem, ConfigError> {
+fn bench_json(path: &Path, text: &str, s: &crate::scenario::LoadedScenario) -> Result<Problem, ConfigError> {
     let doc: serde_json::Value = serde_json::from_str(text)
         .map_err(|e| ConfigError::new(format!("cannot read the result JSON: {e}")).file(path))?;
     let (mut ttft, mut tpot, mut itl) = bench_latencies(&doc).ok_or_else(|| {

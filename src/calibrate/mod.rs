@@ -213,7 +213,7 @@ impl Problem {
                 let sim = &self.sims[s];
                 let cat = std::sync::Arc::new(catalog.clone());
                 let loaded =
-                    crate::config::load_scenario_str_with(&sim.text, std::path::Path::new(&sim.name), &sets, &cat)
+                    crate::scenario::load_scenario_str_with(&sim.text, std::path::Path::new(&sim.name), &sets, &cat)
                         .map_err(|e| sim.error(e))?;
                 let setup = crate::resolve(&loaded.scenario, catalog).map_err(|e| sim.error(e))?;
                 Ok((s, crate::run_lean(&setup, loaded.scenario.seed).summary))
@@ -261,7 +261,7 @@ impl Problem {
             .sims
             .par_iter()
             .map(|sim| {
-                crate::config::load_scenario_str_with(&sim.text, std::path::Path::new(&sim.name), &[], &cat)
+                crate::scenario::load_scenario_str_with(&sim.text, std::path::Path::new(&sim.name), &[], &cat)
                     .and_then(|l| crate::resolve(&l.scenario, catalog).map(|_| ()))
                     .err()
                     .map(|e| {
@@ -560,7 +560,7 @@ pub struct Options {
     pub input: Input,
     /// The scenario naming model, GPU, layout and engine (per-step CSV and
     /// the JSON serving results need one).
-    pub scenario: Option<crate::config::LoadedScenario>,
+    pub scenario: Option<crate::scenario::LoadedScenario>,
     /// The engine profile to start from (default: the scenario's preset, or
     /// the engine the measurements name).
     pub preset: Option<String>,

@@ -2,9 +2,9 @@
 //! parsed the arguments (src/cli.rs).
 
 use super::*;
-use crate::config::{LoadedScenario, load_scenario_with};
 use crate::error::{ConfigError, Result};
 use crate::export::{self, format_check, format_summary, prepare_out_dir, write_atomic, write_json};
+use crate::scenario::{LoadedScenario, load_scenario_with};
 use crate::{Catalog, Setup, resolve};
 use std::path::Path;
 
@@ -200,7 +200,7 @@ fn load(a: &ScenarioArgs, seed: Option<u64>) -> Result<(LoadedScenario, Setup)> 
     let catalog = open_catalog(a.models.as_deref())?;
     let catalog_arc = std::sync::Arc::new(catalog.clone());
     let mut loaded = match &a.text {
-        Some(text) => crate::config::load_scenario_str_with(text, &a.scenario, &a.set, &catalog_arc)?,
+        Some(text) => crate::scenario::load_scenario_str_with(text, &a.scenario, &a.set, &catalog_arc)?,
         None => load_scenario_with(&a.scenario, &a.set, &catalog_arc)?,
     };
     if let Some(seed) = seed {

@@ -6,7 +6,6 @@
 
 mod engine;
 mod fleet;
-mod load;
 mod lora;
 mod validate;
 pub use validate::shown;
@@ -19,10 +18,6 @@ pub use engine::{
 pub use fleet::{
     FleetConfig, MAX_SLOTS, OnFailure, RuleKind, ScalePolicy, ScalingRule, ScalingRules, ScheduleEntry,
     ScriptedFailure, SelectRule,
-};
-pub use load::{
-    DEFAULT_PRESET, LoadedScenario, apply_preset, apply_set, load_scenario, load_scenario_str, load_scenario_str_with,
-    load_scenario_with, parse_value, preset_keys, set_value, sha256_hex,
 };
 pub use lora::{LoraConfig, Popularity};
 pub use workload::*;

@@ -278,11 +278,11 @@ impl KvBlocks {
         let added = self.cache.insert_used(&runs);
         self.scratch = runs;
         // Computed here: the connector stores a copy in the tiers.
-        if self.offload.is_some() {
+        if let Some(mut o) = self.offload.take() {
             for j in shared..shared + added {
-                let id = self.block_id(req, r, j);
-                self.offload.as_mut().unwrap().store(id);
+                o.store(self.block_id(req, r, j));
             }
+            self.offload = Some(o);
         }
         shared + added
     }
@@ -305,11 +305,11 @@ impl KvBlocks {
         self.scratch = runs;
         // vLLM's connector copied every full block after its step, the
         // output's too (LMCache saves no decode blocks by default).
-        if self.offload.as_ref().is_some_and(|o| o.stores_decode()) {
+        if let Some(mut o) = self.offload.take_if(|o| o.stores_decode()) {
             for j in (shared..full).rev() {
-                let id = self.block_id(req, r, j);
-                self.offload.as_mut().unwrap().store(id);
+                o.store(self.block_id(req, r, j));
             }
+            self.offload = Some(o);
         }
         let runs = self.list_runs(req, r, 0, shared);
         self.free += self.cache.release(&runs);

@@ -34,7 +34,7 @@ pub fn explain_folder(
         .as_u64()
         .ok_or_else(|| ConfigError::new(format!("{}: no seed", dir.join("manifest.json").display())))?;
     let path = scenario_path(dir, file, m["scenario_path"].as_str(), m["scenario_sha256"].as_str());
-    let mut loaded = crate::config::load_scenario_with(&path, &overrides, catalog).map_err(|e| {
+    let mut loaded = crate::scenario::load_scenario_with(&path, &overrides, catalog).map_err(|e| {
         ConfigError::new(format!("cannot load the run's scenario {file}: {}", e.message))
             .hint("explain simulates the run again from its scenario file, looked up from here and from the results folder's parent folders: keep it where it was")
     })?;
@@ -76,7 +76,7 @@ fn scenario_path(dir: &Path, file: &str, absolute: Option<&str>, sha: Option<&st
     if given.is_absolute() || given.is_file() {
         return given.to_path_buf();
     }
-    let same = |p: &Path| std::fs::read(p).is_ok_and(|b| sha.is_none_or(|h| crate::config::sha256_hex(&b) == h));
+    let same = |p: &Path| std::fs::read(p).is_ok_and(|b| sha.is_none_or(|h| crate::scenario::sha256_hex(&b) == h));
     if let Some(a) = absolute.map(Path::new).filter(|a| same(a)) {
         return a.to_path_buf();
     }

@@ -559,7 +559,7 @@ impl Default for Options {
 /// `loaded` is the scenario the run came from (the changes are applied to it).
 pub fn explain(
     rep: &crate::Report,
-    loaded: &crate::config::LoadedScenario,
+    loaded: &crate::scenario::LoadedScenario,
     catalog: &crate::Catalog,
     opts: Options,
 ) -> crate::Result<Explanation> {

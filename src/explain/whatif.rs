@@ -322,7 +322,7 @@ fn get(flat: &[(String, f64)], key: &str) -> f64 {
 /// with and without the change on the same arrivals and lengths (common
 /// random numbers). Best first: confirmed improvements, largest first.
 pub fn what_if(
-    loaded: &crate::config::LoadedScenario,
+    loaded: &crate::scenario::LoadedScenario,
     catalog: &crate::Catalog,
     rep: &crate::Report,
     target: Metric,

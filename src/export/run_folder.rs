@@ -1,9 +1,9 @@
 //! A run's results folder: every file a run writes, written side by side.
 
 use super::{RunView, manifest, run_label, write_atomic, write_json, write_requests_csv};
-use crate::config::LoadedScenario;
 use crate::error::Result;
 use crate::plot;
+use crate::scenario::LoadedScenario;
 use rayon::prelude::*;
 use std::path::Path;
 

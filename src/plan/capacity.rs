@@ -11,8 +11,9 @@
 
 use super::{LoadKnob, MIN_TAIL_REQUESTS, judge, lengthen_advice, load_knob, simulate, slo_of};
 use crate::Catalog;
-use crate::config::{LoadedScenario, SloConfig};
+use crate::config::SloConfig;
 use crate::error::Result;
+use crate::scenario::LoadedScenario;
 use crate::sweep::{Stat, point_seed};
 use rayon::prelude::*;
 use serde::Serialize;

@@ -12,9 +12,10 @@
 //! (more load never helps) and in replicas (more replicas never hurt) — and
 //! bisect instead of scanning.
 
-use crate::config::{LoadedScenario, Scenario, SloConfig};
+use crate::config::{Scenario, SloConfig};
 use crate::error::{ConfigError, Result};
 use crate::metrics::Summary;
+use crate::scenario::LoadedScenario;
 
 use crate::{Catalog, resolve, run_lean};
 use rayon::prelude::*;

@@ -4,8 +4,9 @@
 
 use super::{Candidate, LoadKnob, WinnerRuns, bisect_up, judge, simulate, static_fleet};
 use crate::Catalog;
-use crate::config::{LoadedScenario, SloConfig};
+use crate::config::SloConfig;
 use crate::error::Result;
+use crate::scenario::LoadedScenario;
 use crate::sweep::point_seed;
 
 /// The capacity with every step `band` slower and `band` faster (the

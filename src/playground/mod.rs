@@ -21,9 +21,9 @@ mod page;
 
 pub use http::{Handle, Reply, serve};
 
-use crate::config::{LoadedScenario, load_scenario_str_with};
 use crate::error::{ConfigError, Result};
 use crate::plot::Flag;
+use crate::scenario::{LoadedScenario, load_scenario_str_with};
 use crate::{Catalog, Report, Setup};
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
@@ -83,7 +83,7 @@ pub const MAX_IN_FLIGHT: usize = 2;
 fn refused(set: &str) -> Option<String> {
     let key = set_key(set);
     let raw = set.split_once('=').map_or("", |(_, v)| v).trim();
-    let value = crate::config::parse_value(raw);
+    let value = crate::scenario::parse_value(raw);
     if matches!(value, toml::Value::Table(_) | toml::Value::Array(_)) {
         return Some(format!(
             "`{key}`: the playground's page takes single values (a number, a string, true or false), not a {}",
@@ -592,7 +592,7 @@ mod tests {
         assert_eq!(pg.base_sets(), ["num_requests=3000"]);
         let state = State { sets: vec!["engine.max_num_seqs=64".into(), "seed=11".into()], baseline: None };
         let text = pg.export_toml(&state).unwrap();
-        let back = crate::config::load_scenario_str(&text, Path::new("scenarios/exported.toml"), &[]).unwrap();
+        let back = crate::scenario::load_scenario_str(&text, Path::new("scenarios/exported.toml"), &[]).unwrap();
         let s = &back.scenario;
         assert_eq!((s.engine.max_num_seqs, s.num_requests, s.seed), (64, Some(3000), 11));
         assert_eq!(s.name, "quickstart");

@@ -177,7 +177,7 @@ fn pool_engine(
     let mut engine = toml::Table::try_from(&s.engine).map_err(|e| ConfigError::new(e.to_string()).key(&key))?;
     let mut cost = toml::Table::try_from(&s.cost).map_err(|e| ConfigError::new(e.to_string()).key(&key))?;
     if let Some(toml::Value::String(name)) = p.engine.get("preset") {
-        let (e, c) = config::preset_keys(name, catalog, ctx).map_err(|e| e.key(format!("{key}.preset")))?;
+        let (e, c) = crate::scenario::preset_keys(name, catalog, ctx).map_err(|e| e.key(format!("{key}.preset")))?;
         engine.extend(e);
         cost.extend(c);
     }

@@ -12,9 +12,10 @@ mod output;
 
 pub use output::{MANIFEST, POINTS, SweepManifest, chart_points, merge, read_points, write_charts, write_outputs};
 
-use crate::config::{LoadedScenario, SweepMode, parse_value};
+use crate::config::SweepMode;
 use crate::error::{ConfigError, Error, Result, at};
 use crate::metrics::Summary;
+use crate::scenario::{LoadedScenario, parse_value};
 use crate::workload::stream_seed;
 use crate::{Catalog, resolve, run_lean};
 use rayon::prelude::*;

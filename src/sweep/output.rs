@@ -2,9 +2,9 @@
 //! `sweep.json`, the sweep charts, and merging shards.
 
 use super::{Grid, HEADLINE, PointResult};
-use crate::config::LoadedScenario;
 use crate::error::{ConfigError, Error, Result, at};
 use crate::plot::{self, SweepPoint};
+use crate::scenario::LoadedScenario;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -70,7 +70,7 @@ impl SweepManifest {
 
     /// The base scenario back as a loaded scenario (for charts and merging).
     pub fn loaded(&self) -> Result<LoadedScenario> {
-        let mut l = crate::config::load_scenario_str(&self.base, Path::new(&format!("{}.toml", self.scenario)), &[])?;
+        let mut l = crate::scenario::load_scenario_str(&self.base, Path::new(&format!("{}.toml", self.scenario)), &[])?;
         l.min_requests = self.min_requests;
         Ok(l)
     }

@@ -326,7 +326,7 @@ pub fn engine_line(scenario: &crate::config::Scenario, catalog: &crate::Catalog)
             "Engine: legacy (servesim's teaching engine), {model} cost model: NOT validated against any \
              measurement (the most optimistic profile); drop engine.preset for the validated default \
              \"{}\"",
-            crate::config::DEFAULT_PRESET
+            crate::scenario::DEFAULT_PRESET
         );
     }
     let what =

@@ -29,7 +29,7 @@ fn predict(catalog: &Catalog, t: &Table, r: &[String]) -> crate::Result<f64> {
         t.get(r, "max_num_seqs"),
     );
     let cat = std::sync::Arc::new(catalog.clone());
-    let loaded = crate::config::load_scenario_str_with(&text, std::path::Path::new("memory-log.toml"), &[], &cat)?;
+    let loaded = crate::scenario::load_scenario_str_with(&text, std::path::Path::new("memory-log.toml"), &[], &cat)?;
     let setup = crate::resolve(&loaded.scenario, catalog)?;
     let m = &setup.pools[0].memory;
     // vLLM's "GPU KV cache size" counts its null block too.

@@ -11,7 +11,7 @@ use rayon::prelude::*;
 /// Resolves and simulates a scenario given as TOML text: its summary.
 pub fn simulate(catalog: &Catalog, name: &str, text: &str) -> crate::Result<crate::Summary> {
     let cat = std::sync::Arc::new(catalog.clone());
-    let loaded = crate::config::load_scenario_str_with(text, std::path::Path::new(name), &[], &cat)?;
+    let loaded = crate::scenario::load_scenario_str_with(text, std::path::Path::new(name), &[], &cat)?;
     let setup = crate::resolve(&loaded.scenario, catalog)?;
     Ok(crate::run_lean(&setup, loaded.scenario.seed).summary)
 }

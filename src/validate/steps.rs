@@ -21,7 +21,7 @@ fn gpu(catalog: &Catalog, name: &str) -> GpuSpec {
 pub fn profile_cost(catalog: &Catalog, preset: &str, gpu: &GpuSpec, tp: u32) -> CostConfig {
     use serde::Deserialize;
     let ctx = crate::catalog::engine::Context { gpu: Some(gpu), tp, dtype: "bf16", max_model_len: None };
-    let (_, cost) = crate::config::preset_keys(preset, catalog, &ctx).expect("shipped preset");
+    let (_, cost) = crate::scenario::preset_keys(preset, catalog, &ctx).expect("shipped preset");
     CostConfig::deserialize(cost).expect("profile cost keys")
 }
 

@@ -27,7 +27,7 @@ fn shipped() -> Vec<PathBuf> {
 /// Runs a shipped scenario (with overrides) keeping records, attribution on or off.
 fn run(path: &Path, sets: &[&str], attribution: bool) -> Report {
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    let loaded = servesim::config::load_scenario(path, &sets).unwrap_or_else(|e| panic!("{e}"));
+    let loaded = servesim::scenario::load_scenario(path, &sets).unwrap_or_else(|e| panic!("{e}"));
     let mut setup = servesim::resolve(&loaded.scenario, &Catalog::builtin().unwrap()).unwrap();
     setup.attribution = attribution;
     servesim::run_setup(&setup, setup.scenario.seed)

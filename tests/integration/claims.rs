@@ -5,7 +5,7 @@
 //! quickstart said "30 req/s only grows tails" about a run that is overloaded.)
 
 use serde_json::Value;
-use servesim::{Catalog, config::load_scenario};
+use servesim::{Catalog, scenario::load_scenario};
 use std::path::Path;
 
 /// What a claim asserts about a run.

@@ -2,8 +2,8 @@
 //! whatever the thread count.
 
 use servesim::Catalog;
-use servesim::config::load_scenario;
 use servesim::export::write_run;
+use servesim::scenario::load_scenario;
 use std::path::Path;
 
 fn files_with_threads(threads: usize, sets: &[&str]) -> (Vec<u8>, Vec<u8>) {

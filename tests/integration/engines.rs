@@ -26,7 +26,7 @@ fn profile_cost(preset: &str, g: &GpuSpec, tp: u32) -> CostConfig {
     use serde::Deserialize;
     let c = catalog();
     let ctx = servesim::catalog::engine::Context { gpu: Some(g), tp, dtype: "bf16", max_model_len: None };
-    let (_, cost) = servesim::config::preset_keys(preset, &c, &ctx).unwrap();
+    let (_, cost) = servesim::scenario::preset_keys(preset, &c, &ctx).unwrap();
     CostConfig::deserialize(cost).unwrap()
 }
 

@@ -21,7 +21,7 @@ fn root() -> &'static Path {
 fn explain(name: &str, replications: u32, metric: Option<Metric>) -> (servesim::explain::Explanation, f64, f64) {
     let catalog = std::sync::Arc::new(Catalog::builtin().unwrap());
     let path = root().join("scenarios").join(name);
-    let loaded = servesim::config::load_scenario_with(&path, &[], &catalog).unwrap();
+    let loaded = servesim::scenario::load_scenario_with(&path, &[], &catalog).unwrap();
     let mut setup = servesim::resolve(&loaded.scenario, &catalog).unwrap();
     setup.attribution = true;
     let rep = servesim::run_setup(&setup, setup.scenario.seed);
@@ -37,7 +37,7 @@ fn explain(name: &str, replications: u32, metric: Option<Metric>) -> (servesim::
         .iter()
         .map(|s| {
             let (k, v) = s.split_once('=').unwrap();
-            (k.to_string(), servesim::config::parse_value(v))
+            (k.to_string(), servesim::scenario::parse_value(v))
         })
         .collect();
     let mut variant = servesim::resolve(&loaded.derive(&sets, "test").unwrap(), &catalog).unwrap();
@@ -148,11 +148,12 @@ fn cli_explains_a_results_folder_and_refuses_what_it_cannot_reproduce() {
 }
 
 /// Loads W1 with overrides, runs it with attribution, and returns the run.
-fn w1(sets: &[&str]) -> (servesim::config::LoadedScenario, servesim::Report, std::sync::Arc<Catalog>) {
+fn w1(sets: &[&str]) -> (servesim::scenario::LoadedScenario, servesim::Report, std::sync::Arc<Catalog>) {
     let catalog = std::sync::Arc::new(Catalog::builtin().unwrap());
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
     let loaded =
-        servesim::config::load_scenario_with(&root().join("scenarios/w1-steady-state.toml"), &sets, &catalog).unwrap();
+        servesim::scenario::load_scenario_with(&root().join("scenarios/w1-steady-state.toml"), &sets, &catalog)
+            .unwrap();
     let mut setup = servesim::resolve(&loaded.scenario, &catalog).unwrap();
     setup.attribution = true;
     let rep = servesim::run_setup(&setup, setup.scenario.seed);
@@ -225,7 +226,8 @@ fn explanations_print_no_nan_and_no_share_above_100_percent() {
     let catalog = std::sync::Arc::new(Catalog::builtin().unwrap());
     let sets = ["workload.trace.target_rate=45".to_string(), "slo.tpot_ms=12".into()];
     let loaded =
-        servesim::config::load_scenario_with(&root().join("scenarios/code-completion.toml"), &sets, &catalog).unwrap();
+        servesim::scenario::load_scenario_with(&root().join("scenarios/code-completion.toml"), &sets, &catalog)
+            .unwrap();
     let mut setup = servesim::resolve(&loaded.scenario, &catalog).unwrap();
     setup.attribution = true;
     let rep = servesim::run_setup(&setup, setup.scenario.seed);
@@ -249,7 +251,7 @@ fn explanations_print_no_nan_and_no_share_above_100_percent() {
 fn a_trade_between_objectives_is_not_a_fix() {
     let catalog = std::sync::Arc::new(Catalog::builtin().unwrap());
     let path = root().join("scenarios/what-if-chunked-prefill.toml");
-    let loaded = servesim::config::load_scenario_with(&path, &[], &catalog).unwrap();
+    let loaded = servesim::scenario::load_scenario_with(&path, &[], &catalog).unwrap();
     let mut setup = servesim::resolve(&loaded.scenario, &catalog).unwrap();
     setup.attribution = true;
     let rep = servesim::run_setup(&setup, setup.scenario.seed);
@@ -271,7 +273,7 @@ fn a_cost_every_request_pays_gets_its_what_if() {
     let catalog = std::sync::Arc::new(Catalog::builtin().unwrap());
     let sets = ["disaggregation.kv_transfer_gbps=0.5".to_string()];
     let path = root().join("scenarios/what-if-disaggregation.toml");
-    let loaded = servesim::config::load_scenario_with(&path, &sets, &catalog).unwrap();
+    let loaded = servesim::scenario::load_scenario_with(&path, &sets, &catalog).unwrap();
     let mut setup = servesim::resolve(&loaded.scenario, &catalog).unwrap();
     setup.attribution = true;
     let rep = servesim::run_setup(&setup, setup.scenario.seed);

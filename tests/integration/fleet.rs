@@ -220,7 +220,7 @@ fn bad_fleet_values_name_the_key() {
 #[test]
 fn plan_weighs_static_against_scaled_fleets_and_failures() {
     let text = format!("{DAY}\n[plan]\nrate = 20.0\nmax_replicas = 6\n");
-    let loaded = servesim::config::load_scenario_str(&text, std::path::Path::new("day.toml"), &[]).unwrap();
+    let loaded = servesim::scenario::load_scenario_str(&text, std::path::Path::new("day.toml"), &[]).unwrap();
     let p = servesim::plan::plan(&loaded, &servesim::Catalog::builtin().unwrap()).unwrap();
     let w = p.candidates.first().expect("a winner");
     let n = w.replicas.expect("the day fits some static fleet");
@@ -288,7 +288,7 @@ fn awkward_fleets_run_to_the_end() {
         .replace("policy = \"queue\"\ntarget = 24\n", "policy = \"schedule\"\n")
         .replace("[fleet]\n", "[fleet]\nschedule = [{ at_s = 0, replicas = 1 }, { at_s = 600, replicas = 3 }]\n");
     let text = format!("{sched}\n[plan]\nrate = 20.0\nmax_replicas = 4\n");
-    let loaded = servesim::config::load_scenario_str(&text, std::path::Path::new("s.toml"), &[]).unwrap();
+    let loaded = servesim::scenario::load_scenario_str(&text, std::path::Path::new("s.toml"), &[]).unwrap();
     let p = servesim::plan::plan(&loaded, &servesim::Catalog::builtin().unwrap()).unwrap();
     assert!(p.failure_headroom.is_some() && p.fleet_choices.is_empty());
     let pools = "[[pools]]\nname = \"a\"\ngpu = \"h100-sxm\"\ntp = 1\nreplicas = 1\n";

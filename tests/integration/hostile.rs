@@ -168,7 +168,7 @@ fn a_warm_up_beyond_the_last_arrival_and_absurd_means_are_refused() {
     assert_eq!(code, 2, "{se}");
     assert!(se.contains("warmup_s") && se.contains("no request is measured") && se.contains("s.toml"), "{se}");
     // The library refuses it too.
-    let loaded = servesim::config::load_scenario(
+    let loaded = servesim::scenario::load_scenario(
         &root().join("scenarios/quickstart.toml"),
         &["num_requests=200".to_string(), "warmup_s=1000".to_string()],
     )

@@ -494,6 +494,10 @@ fn read_tree(src: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
 /// changed elsewhere. Each names what it is for; the test fails once one is
 /// gone (drop it here) and whenever a cycle closes without them.
 const KNOWN_BACK_ARROWS: &[(&str, &str, &str)] = &[
+    // A scenario may carry an inline model or GPU (config embeds the
+    // catalogue's LlmSpec and GpuSpec), and the catalogue checks that an
+    // engine profile's keys are valid [engine] and [cost] keys by reading
+    // them as config's EngineConfig and CostConfig.
     ("catalog", "config", "catalog::engine checks a profile's keys against EngineConfig and CostConfig"),
     // Writers and readers of results folders: `export`'s file helpers
     // (write_atomic, write_json, read, FolderLock) serve the modules whose

@@ -186,7 +186,7 @@ fn random_valid_scenarios_keep_the_invariants() {
         );
         let text =
             if text.contains("arrival = \"gamma\"") { text.replace("rate = ", "cv = 3.0\nrate = ") } else { text };
-        let loaded = servesim::config::load_scenario_str(&text, std::path::Path::new("prop.toml"), &[]);
+        let loaded = servesim::scenario::load_scenario_str(&text, std::path::Path::new("prop.toml"), &[]);
         let Ok(loaded) = loaded else {
             // A drawn combination the validator refuses (e.g. a budget below
             // max_num_seqs with chunking): refused cleanly is fine too.

@@ -4,7 +4,7 @@
 use crate::common;
 
 use common::{run, setup};
-use servesim::config::load_scenario_str;
+use servesim::scenario::load_scenario_str;
 use servesim::{Catalog, Report};
 use std::path::Path;
 

@@ -1,8 +1,8 @@
 //! Capacity search against the M/M/1 oracle, and plan search sanity.
 
 use crate::common;
-use servesim::config::load_scenario_str;
 use servesim::plan::{capacity, judge, plan};
+use servesim::scenario::load_scenario_str;
 use servesim::{Catalog, run_setup};
 use std::path::Path;
 
@@ -10,7 +10,7 @@ use std::path::Path;
 /// outputs) with exponential steps: M/M/1 with μ = 100/s. With an objective on
 /// p99 sojourn (= E2E) of 100 ms, sojourn ~ Exp(μ − λ), so
 /// p99 = ln(100)/(μ − λ) ≤ 0.1 s ⇔ λ ≤ 100 − 46.05.
-fn mm1(extra: &str, sets: &[&str]) -> servesim::config::LoadedScenario {
+fn mm1(extra: &str, sets: &[&str]) -> servesim::scenario::LoadedScenario {
     let text = format!("{}[slo]\ne2e_ms = 100\npercentile = 99\n{extra}", common::SINGLE_SERVER);
     let mut all =
         vec!["seed=4".to_string(), "num_requests=60000".to_string(), "cost.model=\"exponential\"".to_string()];

@@ -175,7 +175,7 @@ fn playground_redraws_in_a_browser_and_exports_what_the_cli_reproduces() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("exported.toml");
     std::fs::write(&file, &toml).unwrap();
-    let back = servesim::config::load_scenario(&file, &[]).unwrap_or_else(|e| panic!("{e}\n{toml}"));
+    let back = servesim::scenario::load_scenario(&file, &[]).unwrap_or_else(|e| panic!("{e}\n{toml}"));
     assert_eq!((back.scenario.seed, back.scenario.num_requests), (7, Some(2000)));
     assert_eq!(back.scenario.workload.rate, Some(9.0));
     let out = dir.path().join("out");

@@ -425,8 +425,9 @@ fn impossible_batching_combinations_are_refused() {
         ("chunked_prefill = true\nmixed_prefill = true", "engine.mixed_prefill"),
         ("chunked_prefill = false\nprefill_first = true", "engine.prefill_first"),
     ] {
-        let e = servesim::config::load_scenario_str(&format!("{base}{engine}\n"), std::path::Path::new("t.toml"), &[])
-            .expect_err(engine);
+        let e =
+            servesim::scenario::load_scenario_str(&format!("{base}{engine}\n"), std::path::Path::new("t.toml"), &[])
+                .expect_err(engine);
         assert_eq!(e.key.as_deref(), Some(key), "{engine}: {e}");
     }
 }

@@ -5,8 +5,8 @@
 use crate::common;
 
 use common::{run, setup};
-use servesim::config::load_scenario_str;
 use servesim::metrics::Status;
+use servesim::scenario::load_scenario_str;
 use std::path::Path;
 
 /// One prefill and one decode replica with a constant 10 ms step; `extra` is appended.

@@ -4,7 +4,7 @@
 //! fails here until the schema is updated with it.
 
 use serde_json::Value;
-use servesim::{Catalog, config::load_scenario_str};
+use servesim::{Catalog, scenario::load_scenario_str};
 use std::path::Path;
 
 const SCHEMA: &str = include_str!("../../schema/summary.schema.json");

@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use servesim::config::load_scenario_str;
+use servesim::scenario::load_scenario_str;
 use servesim::workload::trace::{TraceFormat, parse};
 use servesim::workload::{RequestSpec, Source, plan};
 use std::path::Path;

@@ -6,7 +6,7 @@ use rand::SeedableRng;
 use rand_distr::{Distribution, Normal};
 use servesim::Catalog;
 use servesim::calibrate::{Input, Options, inputs, lm, param_for};
-use servesim::config::load_scenario_str;
+use servesim::scenario::load_scenario_str;
 use std::path::{Path, PathBuf};
 
 fn close(a: f64, b: f64) -> bool {
@@ -326,7 +326,7 @@ fn splitwise_input_honours_the_scenarios_cost_keys() {
         );
         load_scenario_str(&t, Path::new("sw.toml"), &[]).unwrap()
     };
-    let predict = |s: &servesim::config::LoadedScenario| {
+    let predict = |s: &servesim::scenario::LoadedScenario| {
         let p = inputs::splitwise(Path::new("splitwise.csv"), &text, &catalog, Some(s), "vllm-v0-eager").unwrap();
         let idx: Vec<usize> = (0..p.points.len()).collect();
         p.predict(&catalog, &[], &[], &idx).unwrap()
@@ -416,7 +416,7 @@ fn a_duplicate_key_is_named_with_where_it_was_first_set() {
     ] {
         let p = dir.path().join("s.toml");
         std::fs::write(&p, text).unwrap();
-        let e = servesim::config::load_scenario(&p, &[]).unwrap_err().to_string();
+        let e = servesim::scenario::load_scenario(&p, &[]).unwrap_err().to_string();
         assert!(e.contains(key) && e.contains("duplicate key") && e.contains(first), "{e}");
     }
 }

@@ -4,8 +4,8 @@
 use crate::common;
 
 use common::{mean, run, setup};
-use servesim::config::load_scenario_str;
 use servesim::metrics::Status;
+use servesim::scenario::load_scenario_str;
 use servesim::workload::{RequestSpec, Source, WorkloadPlan, plan};
 use statrs::distribution::{ContinuousCDF, Exp};
 use std::path::Path;

@@ -15,9 +15,9 @@ use super::Problem;
 use super::Stat;
 use super::runs::{self, Run};
 use crate::Catalog;
-use crate::config::LoadedScenario;
 use crate::error::ConfigError;
 use crate::measured::runs::{Arrival, Lengths};
+use crate::scenario::LoadedScenario;
 use serde_json::Value;
 use std::path::Path;
 

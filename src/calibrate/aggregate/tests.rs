@@ -13,7 +13,7 @@ const TABLE: &str = include_str!("../../../tests/data/calibrate/serving_results.
 const SCENARIO: &str = include_str!("../../../tests/data/calibrate/scenario.toml");
 
 fn scenario() -> LoadedScenario {
-    crate::config::load_scenario_str(SCENARIO, Path::new("scenario.toml"), &[]).unwrap()
+    crate::scenario::load_scenario_str(SCENARIO, Path::new("scenario.toml"), &[]).unwrap()
 }
 
 fn read(name: &str, text: &str) -> Result<Problem, ConfigError> {
@@ -87,7 +87,7 @@ fn vllm_aggregate_fits_its_medians_percentiles_and_throughput() {
     assert!(p.notes[0].contains("512 prompt and 128 output tokens"), "{:?}", p.notes);
     // The scenario loads as it is.
     let cat = std::sync::Arc::new(Catalog::builtin().unwrap());
-    crate::config::load_scenario_str_with(text, Path::new("t.toml"), &[], &cat).unwrap();
+    crate::scenario::load_scenario_str_with(text, Path::new("t.toml"), &[], &cat).unwrap();
 }
 
 #[test]

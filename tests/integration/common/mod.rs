@@ -3,7 +3,7 @@
 
 pub mod browser;
 
-use servesim::config::load_scenario_str;
+use servesim::scenario::load_scenario_str;
 use servesim::{Catalog, Report, Setup};
 use std::path::Path;
 

@@ -1,7 +1,10 @@
-//! Reading a scenario file, applying `--set` overrides, locating errors.
+//! Reading a scenario file: the TOML, its engine preset from the catalogue,
+//! `--set` overrides, and where in the text an error lies. It sits above
+//! `config` (the typed scenario) and `catalog`, which import neither it nor
+//! each other back.
 
-use super::Scenario;
 use crate::catalog::Catalog;
+use crate::config::Scenario;
 use crate::error::ConfigError;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -522,6 +525,7 @@ pub fn locate_entry(text: &str, table: &str, key: &str) -> Option<usize> {
     t.iter().find(|(k, _)| k.get_ref().as_ref() == key).map(|(k, _)| k.span().start)
 }
 
+/// Byte offset in `text` of the dotted `key` (e.g. `engine.max_num_seqs`), if present.
 pub fn locate_key(text: &str, key: &str) -> Option<usize> {
     let root = toml::de::DeTable::parse(text).ok()?;
     let mut table = root.get_ref();
