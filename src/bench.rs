@@ -84,7 +84,7 @@ tpot_ms = 50
 
 fn bench_sweep(exe: &Path) -> Result<()> {
     let dir = std::env::temp_dir().join(format!("servesim-bench-sweep-{}", std::process::id()));
-    crate::export::create_out_dir(&dir)?;
+    crate::files::create_out_dir(&dir)?;
     let file = dir.join("sweep.toml");
     std::fs::write(&file, sweep_toml()).map_err(at("write", &file))?;
     println!("servesim bench --sweep: 1,000 points × 10,000 requests (Llama-3.1-8B bf16, H100-SXM, chat lengths)");
@@ -385,7 +385,7 @@ pub fn main(a: BenchArgs) -> Result<()> {
     if a.with_run {
         let n = *a.sizes.iter().max().unwrap_or(&1_000_000);
         let dir = std::env::temp_dir().join(format!("servesim-bench-{}", std::process::id()));
-        crate::export::create_out_dir(&dir)?;
+        crate::files::create_out_dir(&dir)?;
         let file = dir.join("bench.toml");
         std::fs::write(&file, scenario_toml(n, a.replicas, &a.router)).map_err(at("write", &file))?;
         let t0 = Instant::now();

@@ -17,7 +17,7 @@
 //! difference of the p99s.
 
 use crate::error::{ConfigError, Result};
-use crate::export::read::{MAX_WHOLE_BYTES, open_regular, read_line, read_whole};
+use crate::files::read::{MAX_WHOLE_BYTES, open_regular, read_line, read_whole};
 use crate::metrics::stats::percentiles;
 use rand::{RngExt, SeedableRng};
 use serde::Serialize;

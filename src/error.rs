@@ -233,7 +233,7 @@ impl From<std::io::Error> for Error {
 
 /// Names the file an I/O failure happened on: `.map_err(at("read", path))`
 /// gives "cannot read PATH: REASON". Every file operation outside
-/// [`crate::export::write_atomic`] (which names its file itself) goes through it.
+/// [`crate::files::write_atomic`] (which names its file itself) goes through it.
 pub fn at<'a>(what: &'a str, path: &'a std::path::Path) -> impl FnOnce(std::io::Error) -> Error + 'a {
     move |e| Error::Runtime(format!("cannot {what} {}: {e}", path.display()))
 }

@@ -30,7 +30,10 @@
 //! - [`metrics`]: records, statistics, the stability verdict and the [`Summary`];
 //! - [`plan`], [`sweep`]: capacity search, capacity plans and parameter sweeps;
 //! - [`export`], [`plot`]: one exporter per format (JSON, CSV, manifest,
-//!   terminal table, the HTML report) and charts.
+//!   terminal table, the HTML report) and charts; [`html`]: escaping for
+//!   the pages they write;
+//! - [`files`]: atomic writes, locked and staged results folders, bounded
+//!   reads of what servesim wrote (used by every writer and reader above).
 //!
 //! ## Where I/O happens
 //! Files are read or written only at these edges: [`cli`]; [`scenario`]
@@ -38,7 +41,7 @@
 //! which reads the trace and length files a workload names, through a
 //! process-wide cache in [`workload::plan`]; [`sweep`] (appends
 //! `points.jsonl` as points finish, writes the sweep files); [`plot`] and
-//! [`export`] (charts and output files); [`validate`], [`calibrate`] and
+//! [`export`] (charts and output files), all through [`files`]; [`validate`], [`calibrate`] and
 //! [`measured`] (their data sets); [`bench`]; [`explain`] (a results folder's
 //! manifest and summary, and the explanation it writes back); [`playground`]
 //! (a loopback-only HTTP server). The simulation itself — [`sim`],
@@ -74,7 +77,9 @@ pub mod engine;
 pub mod error;
 pub mod explain;
 pub mod export;
+pub mod files;
 pub mod fleet;
+pub mod html;
 pub mod limits;
 pub mod measured;
 pub mod memory;

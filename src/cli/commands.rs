@@ -3,7 +3,8 @@
 
 use super::*;
 use crate::error::{ConfigError, Result};
-use crate::export::{self, format_check, format_summary, prepare_out_dir, write_atomic, write_json};
+use crate::export::{self, format_check, format_summary, prepare_out_dir};
+use crate::files::{self, write_atomic, write_json};
 use crate::scenario::{LoadedScenario, load_scenario_with};
 use crate::{Catalog, Setup, resolve};
 use std::path::Path;
@@ -64,7 +65,7 @@ pub(super) fn dispatch(cli: Cli) -> Result<()> {
         }
         Command::Plot(a) => cmd_plot(&a.dir),
         Command::Report(a) => {
-            let _lock = export::FolderLock::take(&a.dir, "command")?;
+            let _lock = files::FolderLock::take(&a.dir, "command")?;
             finish_report(&a.dir, true, false)
         }
         Command::Capacity(a) => {
@@ -101,7 +102,7 @@ pub(super) fn dispatch(cli: Cli) -> Result<()> {
             drop(progress);
             let dir =
                 a.out.clone().unwrap_or_else(|| Path::new("output").join(format!("{}-plan", loaded.scenario.name)));
-            crate::export::create_out_dir(&dir)?;
+            crate::files::create_out_dir(&dir)?;
             write_json(&dir.join("plan.json"), &p)?;
             if a.json {
                 println!("{}", to_json(&p)?);
@@ -236,6 +237,7 @@ fn cmd_explain(a: ExplainArgs) -> Result<()> {
         }
         let (x, _) = crate::explain::explain_folder(&a.target, &catalog, opts)?;
         crate::explain::write_explanation(&a.target, &x)?;
+        export::write_html_report(&a.target)?;
         x
     } else {
         let loaded = load_scenario_with(&a.target, &a.set, &catalog)?;
@@ -281,15 +283,15 @@ fn cmd_run(mut a: RunArgs) -> Result<()> {
     setup.attribution = a.attribution;
     let dir = a.out.clone().unwrap_or_else(|| Path::new("output").join(&setup.scenario.name));
     let replaced = prepare_out_dir(&dir, a.force)?;
-    export::create_out_dir(&dir)?;
-    let _lock = export::FolderLock::take(&dir, "run")?;
+    files::create_out_dir(&dir)?;
+    let _lock = files::FolderLock::take(&dir, "run")?;
     let seed = setup.scenario.seed;
     let requests = crate::resolve::estimate(&setup).requests.map(|n| n as u64);
     let runs = 1 + loaded.scenario.baseline.is_some() as u64;
     let progress = Progress::start("simulating", requests.map(|n| n * runs), a.quiet || a.json);
     // All or nothing: the files are staged, then moved into place together.
     // requests.csv is written as requests finish, so no record is kept.
-    let staging = export::Staging::new(&dir)?;
+    let staging = files::Staging::new(&dir)?;
     let mut csv = match a.no_requests {
         true => None,
         false => Some(export::RequestsCsv::create(&staging.path().join("requests.csv"), &setup)?),
@@ -460,7 +462,7 @@ fn cmd_stability_table(a: StabilityTableArgs) -> Result<()> {
     let md = crate::detection::markdown(&rows);
     print!("{md}");
     if let Some(path) = &a.out {
-        crate::export::write_atomic(path, |w| w.write_all(md.as_bytes()))?;
+        crate::files::write_atomic(path, |w| w.write_all(md.as_bytes()))?;
         println!("table: {}", path.display());
     }
     Ok(())
@@ -485,7 +487,7 @@ fn cmd_validate(a: ValidateArgs) -> Result<()> {
         print!("{}", crate::validate::band::format_table(&bands));
     }
     if let Some(dir) = &a.out {
-        crate::export::create_out_dir(dir)?;
+        crate::files::create_out_dir(dir)?;
         let path = dir.join("validation.json");
         write_json(&path, &sets)?;
         println!("results: {}", path.display());
@@ -530,7 +532,7 @@ fn cmd_calibrate(a: CalibrateArgs) -> Result<()> {
     print!("{}", crate::calibrate::format_run(&calibration));
     let dir = a.out.clone().unwrap_or_else(|| Path::new("output").join(format!("calibrate-{}", calibration.profile)));
     let engine_dir = dir.join("engine");
-    crate::export::create_out_dir(&engine_dir)?;
+    crate::files::create_out_dir(&engine_dir)?;
     write_json(&dir.join("calibration.json"), &calibration)?;
     if !calibration.warnings.is_empty() && !a.force {
         println!("results: {}", dir.join("calibration.json").display());
@@ -555,7 +557,7 @@ fn cmd_calibrate(a: CalibrateArgs) -> Result<()> {
 }
 
 fn cmd_plot(dir: &Path) -> Result<()> {
-    let _lock = if dir.is_dir() { Some(export::FolderLock::take(dir, "command")?) } else { None };
+    let _lock = if dir.is_dir() { Some(files::FolderLock::take(dir, "command")?) } else { None };
     if dir.join(crate::sweep::MANIFEST).exists() {
         let m = crate::sweep::SweepManifest::read(dir)?;
         let points = crate::sweep::read_points(&dir.join(crate::sweep::POINTS))?;

@@ -11,7 +11,7 @@ use std::path::Path;
 pub const MAX_REQUESTS: u64 = 1_000_000;
 
 fn read_json(p: &Path) -> Result<serde_json::Value> {
-    let t = crate::export::read::read_whole(p, crate::export::read::MAX_WHOLE_BYTES)
+    let t = crate::files::read::read_whole(p, crate::files::read::MAX_WHOLE_BYTES)
         .map_err(|e| e.hint("pass a results folder written by `servesim run` (or a scenario file)"))?;
     serde_json::from_str(&t).map_err(|e| ConfigError::new(format!("{}: {e}", p.display())).into())
 }
@@ -98,11 +98,11 @@ pub fn check_size(setup: &crate::Setup) -> Result<()> {
     Ok(())
 }
 
-/// Writes explain.json and the chart (attribution.svg, .png) into `dir`,
-/// then report.html with its "Reading it backwards" section.
+/// Writes explain.json and the chart (attribution.svg, .png) into `dir`;
+/// the caller then rewrites report.html, whose "Reading it backwards"
+/// section they feed (`export::write_html_report`).
 pub fn write_explanation(dir: &Path, x: &Explanation) -> Result<()> {
-    crate::export::write_json(&dir.join("explain.json"), x)?;
+    crate::files::write_json(&dir.join("explain.json"), x)?;
     crate::plot::save(&super::figure(x), dir, "attribution")?;
-    crate::export::write_html_report(dir)?;
     Ok(())
 }

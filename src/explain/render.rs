@@ -243,7 +243,7 @@ pub fn text(x: &Explanation) -> String {
     o
 }
 
-use crate::export::html_escape as esc;
+use crate::html::esc;
 
 /// The explanation as an HTML section (`svg`: the chart, inline).
 pub fn html(x: &Explanation, svg: &str) -> String {

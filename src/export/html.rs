@@ -3,14 +3,10 @@
 //! results folder written by `run`, `sweep` or `plan`.
 
 use crate::error::{ConfigError, Result};
+use crate::html::esc;
 use serde_json::Value;
 use std::fmt::Write;
 use std::path::Path;
-
-/// Escapes text for HTML (element content and quoted attributes).
-pub fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-}
 
 /// The report's number format: `prec` decimals, none from 10^5 up, "–" for none.
 pub fn report_number(x: Option<f64>, prec: usize) -> String {
@@ -32,12 +28,12 @@ fn f(v: &Value, prec: usize) -> String {
 
 fn read_json(dir: &Path, name: &str) -> Result<Value> {
     let p = dir.join(name);
-    let t = crate::export::read::read_whole(&p, crate::export::read::MAX_WHOLE_BYTES)?;
+    let t = crate::files::read::read_whole(&p, crate::files::read::MAX_WHOLE_BYTES)?;
     serde_json::from_str(&t).map_err(|e| ConfigError::new(format!("{}: {e}", p.display())).into())
 }
 
 fn svg(dir: &Path, stem: &str) -> String {
-    crate::export::read::read_whole(&dir.join(format!("{stem}.svg")), crate::export::read::MAX_WHOLE_BYTES)
+    crate::files::read::read_whole(&dir.join(format!("{stem}.svg")), crate::files::read::MAX_WHOLE_BYTES)
         .map(|s| {
             crate::plot::strip_font_face(&s).replacen(
                 "<svg ",
@@ -149,7 +145,7 @@ fn reading_backwards(dir: &Path) -> Result<String> {
             .into());
     }
     let p = dir.join("explain.json");
-    let t = crate::export::read::read_whole(&p, crate::export::read::MAX_WHOLE_BYTES)?;
+    let t = crate::files::read::read_whole(&p, crate::files::read::MAX_WHOLE_BYTES)?;
     let x: crate::explain::Explanation =
         serde_json::from_str(&t).map_err(|e| ConfigError::new(format!("{}: {e}", p.display())))?;
     Ok(crate::explain::html(&x, &svg(dir, "attribution")))
@@ -680,6 +676,6 @@ pub fn write_html_report(dir: &Path) -> Result<std::path::PathBuf> {
             .into());
     };
     let path = dir.join("report.html");
-    super::write_atomic(&path, |w| w.write_all(html.as_bytes()))?;
+    crate::files::write_atomic(&path, |w| w.write_all(html.as_bytes()))?;
     Ok(path)
 }

@@ -92,6 +92,6 @@ pub fn manifest(
                 memory_plan: p.memory.clone(),
             })
             .collect(),
-        files: super::RUN_FILES.iter().map(|s| s.to_string()).collect(),
+        files: crate::files::RUN_FILES.iter().map(|s| s.to_string()).collect(),
     }
 }

@@ -71,7 +71,7 @@ impl RunData {
     /// Reads `manifest.json`, `requests.csv`, `timeseries.json` and `timeline.json` from a run folder
     /// (`trace.json` in folders written by earlier versions).
     pub fn read(dir: &Path) -> Result<Self> {
-        let read = |f: &str| super::read::read_whole(&dir.join(f), super::read::MAX_WHOLE_BYTES);
+        let read = |f: &str| crate::files::read::read_whole(&dir.join(f), crate::files::read::MAX_WHOLE_BYTES);
         let bad = |f: &str, e: String| ConfigError::new(format!("{}: {e}", dir.join(f).display()));
         let m: serde_json::Value =
             serde_json::from_str(&read("manifest.json")?).map_err(|e| bad("manifest.json", e.to_string()))?;
@@ -104,7 +104,7 @@ impl RunData {
         // Read row by row, keeping the timeline's records and the CDFs'
         // sample: a run of 10^7 requests is redrawn in bounded memory.
         let path = dir.join("requests.csv");
-        let (file, _) = super::read::open_regular(&path)?;
+        let (file, _) = crate::files::read::open_regular(&path)?;
         let class_names: Vec<&str> = scenario.workload.classes.iter().map(|c| c.name.as_str()).collect();
         let mut records = Vec::new();
         let mut sample = RecordSample::new(crate::sim::SAMPLE);
@@ -113,7 +113,7 @@ impl RunData {
         let mut notes = Vec::new();
         let mut rows = 0u64;
         for n in 0.. {
-            if super::read::read_line(&mut reader, &mut line, || format!("{}:{}", path.display(), n + 1))? == 0 {
+            if crate::files::read::read_line(&mut reader, &mut line, || format!("{}:{}", path.display(), n + 1))? == 0 {
                 break;
             }
             if n == 0 {

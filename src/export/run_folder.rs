@@ -1,17 +1,18 @@
 //! A run's results folder: every file a run writes, written side by side.
 
-use super::{RunView, manifest, run_label, write_atomic, write_json, write_requests_csv};
+use super::{RunView, manifest, run_label, write_requests_csv};
 use crate::error::Result;
+use crate::files::{write_atomic, write_json};
 use crate::plot;
 use crate::scenario::LoadedScenario;
 use rayon::prelude::*;
 use std::path::Path;
 
-/// Writes a run's results folder `dir`, all or nothing ([`super::Staging`]):
+/// Writes a run's results folder `dir`, all or nothing ([`crate::files::Staging`]):
 /// summary.json, requests.csv, manifest.json (recording `command`), the time
 /// series and timeline, and the charts.
 pub fn write_run(dir: &Path, loaded: &LoadedScenario, rep: &crate::Report, command: Vec<String>) -> Result<()> {
-    let staging = super::Staging::new(dir)?;
+    let staging = crate::files::Staging::new(dir)?;
     write_run_files(staging.path(), loaded, rep, command)?;
     staging.commit()
 }

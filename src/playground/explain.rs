@@ -10,6 +10,6 @@ pub(crate) fn explain_html(x: &std::result::Result<crate::explain::Explanation, 
                 .unwrap_or_default();
             crate::explain::html(x, &svg).replacen("<h2 id=\"reading-it-backwards\">Reading it backwards</h2>", "", 1)
         }
-        Err(e) => format!("<p class=\"note\">No explanation for this run: {}</p>", crate::export::html_escape(e)),
+        Err(e) => format!("<p class=\"note\">No explanation for this run: {}</p>", crate::html::esc(e)),
     }
 }

@@ -11,7 +11,7 @@ use serde_json::Value;
 use std::fmt::Write;
 use std::time::Instant;
 
-use crate::export::html_escape as esc;
+use crate::html::esc;
 
 /// A number as the shortest text that reads back to it (what `data-value` holds).
 fn raw(x: f64) -> String {

@@ -746,7 +746,7 @@ pub fn to_svg(f: &Figure) -> Result<String> {
 /// Writes `<stem>.svg` and `<stem>.png` into `dir` (each atomically); returns the SVG text.
 pub fn save(f: &Figure, dir: &Path, stem: &str) -> Result<String> {
     let svg = to_svg(f)?;
-    crate::export::write_atomic(&dir.join(format!("{stem}.svg")), |w| w.write_all(svg.as_bytes()))?;
+    crate::files::write_atomic(&dir.join(format!("{stem}.svg")), |w| w.write_all(svg.as_bytes()))?;
     let tmp = dir.join(format!(".{stem}.png.tmp-{}.png", std::process::id()));
     {
         let root = BitMapBackend::new(&tmp, size_of(f)).into_drawing_area();

@@ -475,8 +475,8 @@ pub fn run_sweep(
     let points = grid.points();
     let manifest = SweepManifest::new(loaded, grid, reps, points.len());
     let points_file = dir.join(POINTS);
-    crate::export::create_out_dir(dir)?;
-    let _lock = crate::export::FolderLock::take(dir, "sweep")?;
+    crate::files::create_out_dir(dir)?;
+    let _lock = crate::files::FolderLock::take(dir, "sweep")?;
     let mut done: Vec<PointResult> = Vec::new();
     if points_file.exists() {
         if opts.resume {
@@ -495,8 +495,8 @@ pub fn run_sweep(
             std::fs::remove_file(&points_file).map_err(at("remove", &points_file))?;
         }
     }
-    crate::export::create_out_dir(dir)?;
-    crate::export::write_json(&dir.join(MANIFEST), &SweepManifest { shard: opts.shard, ..manifest })?;
+    crate::files::create_out_dir(dir)?;
+    crate::files::write_json(&dir.join(MANIFEST), &SweepManifest { shard: opts.shard, ..manifest })?;
     let todo: Vec<(usize, &Vec<(String, toml::Value)>)> = points
         .iter()
         .enumerate()

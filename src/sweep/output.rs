@@ -58,7 +58,7 @@ impl SweepManifest {
     /// Reads `sweep-manifest.json` from a results folder.
     pub fn read(dir: &Path) -> Result<Self> {
         let p = dir.join(MANIFEST);
-        let text = crate::export::read::read_whole(&p, crate::export::read::MAX_WHOLE_BYTES)
+        let text = crate::files::read::read_whole(&p, crate::files::read::MAX_WHOLE_BYTES)
             .map_err(|e| e.hint("pass a folder written by `servesim sweep`"))?;
         serde_json::from_str(&text).map_err(|e| ConfigError::new(format!("{}: {e}", p.display())).into())
     }
@@ -84,7 +84,7 @@ pub fn read_points_repair(path: &Path) -> Result<Vec<PointResult>> {
     if !text.is_empty()
         && (!text.ends_with('\n') || text.lines().filter(|l| !l.trim().is_empty()).count() != points.len())
     {
-        crate::export::write_atomic(path, |w| {
+        crate::files::write_atomic(path, |w| {
             for p in &points {
                 writeln!(w, "{}", serde_json::to_string(p).map_err(std::io::Error::other)?)?;
             }
@@ -102,11 +102,11 @@ pub fn read_points(path: &Path) -> Result<Vec<PointResult>> {
 /// Reads a `points.jsonl`; a last line cut short by an interruption is
 /// left out, and said: the second value names it and why it was dropped.
 pub fn read_points_noting(path: &Path) -> Result<(Vec<PointResult>, Option<String>)> {
-    let (f, _) = crate::export::read::open_regular(path)?;
+    let (f, _) = crate::files::read::open_regular(path)?;
     let mut reader = std::io::BufReader::new(f);
     let mut lines = Vec::new();
     let mut line = String::new();
-    while crate::export::read::read_line(&mut reader, &mut line, || format!("{}:{}", path.display(), lines.len() + 1))?
+    while crate::files::read::read_line(&mut reader, &mut line, || format!("{}:{}", path.display(), lines.len() + 1))?
         > 0
     {
         lines.push(line.trim_end_matches(['\n', '\r']).to_string());
@@ -240,7 +240,7 @@ pub fn write_outputs(dir: &Path, manifest: &SweepManifest, points: &[PointResult
         .map(|p| p.metrics.iter().map(|m| m.0.clone()).collect())
         .unwrap_or_default();
     let has_baseline = points.iter().any(|p| !p.vs_baseline.is_empty());
-    crate::export::write_atomic(&dir.join("sweep.csv"), |w| {
+    crate::files::write_atomic(&dir.join("sweep.csv"), |w| {
         let mut head: Vec<String> = vec!["index".into()];
         head.extend(keys.iter().cloned());
         head.extend(["error".into(), "replications".into(), "stable_fraction".into(), "verdict".into()]);
@@ -294,7 +294,7 @@ pub fn write_outputs(dir: &Path, manifest: &SweepManifest, points: &[PointResult
         total_points: usize,
         points: &'a [PointResult],
     }
-    crate::export::write_json(
+    crate::files::write_json(
         &dir.join("sweep.json"),
         &SweepJson {
             scenario: &manifest.scenario,
@@ -392,11 +392,11 @@ pub fn merge(
         ))
         .into());
     }
-    crate::export::create_out_dir(out)?;
-    let _lock = crate::export::FolderLock::take(out, "command")?;
+    crate::files::create_out_dir(out)?;
+    let _lock = crate::files::FolderLock::take(out, "command")?;
     let merged = SweepManifest { shard: None, ..manifest };
-    crate::export::write_json(&out.join(MANIFEST), &merged)?;
-    crate::export::write_atomic(&out.join(POINTS), |w| {
+    crate::files::write_json(&out.join(MANIFEST), &merged)?;
+    crate::files::write_atomic(&out.join(POINTS), |w| {
         for p in &points {
             writeln!(w, "{}", serde_json::to_string(p).map_err(std::io::Error::other)?)?;
         }

@@ -565,7 +565,7 @@ fn a_run_that_fails_while_writing_leaves_the_old_results_untouched() {
         v
     };
     {
-        let staging = servesim::export::Staging::new(&out).unwrap();
+        let staging = servesim::files::Staging::new(&out).unwrap();
         std::fs::write(staging.path().join("summary.json"), "{\"half\": true}").unwrap();
         // ... the disk fills here: the staging is dropped, not committed.
     }

@@ -499,12 +499,6 @@ const KNOWN_BACK_ARROWS: &[(&str, &str, &str)] = &[
     // engine profile's keys are valid [engine] and [cost] keys by reading
     // them as config's EngineConfig and CostConfig.
     ("catalog", "config", "catalog::engine checks a profile's keys against EngineConfig and CostConfig"),
-    // Writers and readers of results folders: `export`'s file helpers
-    // (write_atomic, write_json, read, FolderLock) serve the modules whose
-    // results `export` formats.
-    ("explain", "export", "explain::folder and explain::render use export::read and the writers"),
-    ("sweep", "export", "sweep::output uses export::read and the writers"),
-    ("plot", "export", "plot uses export::write_atomic"),
 ];
 
 #[test]

@@ -28,7 +28,7 @@ impl FolderLock {
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     let holder = std::fs::read_to_string(&path).ok().and_then(|s| s.trim().parse::<u32>().ok());
-                    let alive = holder.is_none_or(|pid| crate::export::staging::alive(pid, &path));
+                    let alive = holder.is_none_or(|pid| super::staging::alive(pid, &path));
                     if alive {
                         return Err(ConfigError::new(format!(
                             "another {what} (pid {}) is writing {}",
