@@ -9,14 +9,14 @@ use std::sync::OnceLock;
 
 struct Fixture {
     catalog: servesim::Catalog,
-    scenario: servesim::config::LoadedScenario,
+    scenario: servesim::scenario::LoadedScenario,
 }
 
 fn fixture() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
     F.get_or_init(|| Fixture {
         catalog: servesim::Catalog::builtin().expect("built-in catalogue"),
-        scenario: servesim::config::load_scenario_str(
+        scenario: servesim::scenario::load_scenario_str(
             include_str!("../../scenarios/quickstart.toml"),
             Path::new("quickstart.toml"),
             &[],

@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
         Some((first, rest)) if first.starts_with("--set ") => (vec![first[6..].to_string()], rest),
         _ => (Vec::new(), text),
     };
-    let Ok(loaded) = servesim::config::load_scenario_str_with(body, Path::new("fuzz.toml"), &sets, catalog()) else {
+    let Ok(loaded) = servesim::scenario::load_scenario_str_with(body, Path::new("fuzz.toml"), &sets, catalog()) else {
         return;
     };
     let Ok(setup) = servesim::resolve(&loaded.scenario, catalog()) else { return };
