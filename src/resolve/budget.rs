@@ -4,7 +4,10 @@
 
 use super::Setup;
 use crate::error::ConfigError;
-use crate::limits::*;
+use crate::limits::{
+    BASE_BYTES, BYTES_PER_ADAPTER, BYTES_PER_MEASURED, BYTES_PER_REPLICA, BYTES_PER_USER, FLAT_AFTER, Limits,
+    MAX_CLOCK_S, MAX_REQUEST_IDS, SECONDS_PER_REQUEST,
+};
 
 /// The work a run is expected to do.
 #[derive(Debug, Clone, Copy, PartialEq)]
