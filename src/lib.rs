@@ -19,7 +19,8 @@
 //! ## Layout
 //! (docs/architecture.md has the full map and the life of one request.)
 //! - [`config`]: the scenario (typed, validated, with defaults);
-//! - [`catalog`]: LLM architectures, GPU and engine profiles;
+//! - [`spec`]: what an LLM architecture and a GPU are (plain data);
+//! - [`catalog`]: the shipped and user LLM architectures, GPU and engine profiles;
 //! - [`resolve`]: a scenario against the catalogue, giving the [`Setup`];
 //! - [`workload`]: lazy request generation; [`rng`]: every random stream;
 //! - [`cost`]: step-time prediction behind the [`cost::StepCostModel`] trait;
@@ -91,6 +92,7 @@ pub mod resolve;
 pub mod rng;
 pub mod scenario;
 pub mod sim;
+pub mod spec;
 pub mod summarize;
 pub mod sweep;
 pub mod validate;

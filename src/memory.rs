@@ -1,9 +1,9 @@
 //! The memory plan of one replica: weights, activations, reserve, KV cache.
 
-use crate::catalog::{GIB, GpuSpec, LlmSpec};
 use crate::config::{MemoryPlanKind, Scenario};
 use crate::cost::Layout;
 use crate::error::ConfigError;
+use crate::spec::{GIB, GpuSpec, LlmSpec};
 use serde::Serialize;
 
 /// How one replica's GPU memory is spent.

@@ -311,8 +311,8 @@ fn preset_keys_of(
         Some(_) => return Ok(None),
     };
     let hw = table.get("hardware").and_then(|h| h.as_table());
-    let inline: Option<crate::catalog::GpuSpec> =
-        hw.and_then(|h| h.get("gpu_spec")).and_then(|g| crate::catalog::GpuSpec::deserialize(g.clone()).ok());
+    let inline: Option<crate::spec::GpuSpec> =
+        hw.and_then(|h| h.get("gpu_spec")).and_then(|g| crate::spec::GpuSpec::deserialize(g.clone()).ok());
     let gpu_name = hw.and_then(|h| h.get("gpu")).and_then(|g| g.as_str()).unwrap_or("h100-sxm");
     let gpu = inline.or_else(|| catalog.gpu(gpu_name).map(|e| e.spec.clone()));
     let tp = hw.and_then(|h| h.get("tp")).and_then(|t| t.as_integer()).unwrap_or(1).max(1) as u32;

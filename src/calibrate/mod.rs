@@ -22,10 +22,10 @@ pub mod lm;
 pub mod runs;
 
 use crate::Catalog;
-use crate::catalog::{GpuSpec, LlmSpec};
 use crate::config::{CostConfig, Dtype, KvDtype};
 use crate::cost::{KernelModel, Layout, StepBatch, StepCostModel};
 use crate::error::ConfigError;
+use crate::spec::{GpuSpec, LlmSpec};
 use rayon::prelude::*;
 use serde::Deserialize;
 

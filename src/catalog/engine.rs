@@ -15,7 +15,7 @@
 //! Keys the scenario sets explicitly always win over the profile; a rule's
 //! keys win over the profile's base keys.
 
-use super::GpuSpec;
+use crate::spec::GpuSpec;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -9,14 +9,11 @@
 //! to their `aliases`.
 
 pub mod engine;
-mod gpu;
-mod llm;
 
 pub use engine::EngineProfile;
-pub use gpu::{AllReduceSpec, GENERIC_CUTLASS_MOE, GENERIC_FP4, GENERIC_MOE, GIB, GpuSpec, KernelSpec};
-pub use llm::{AttnKind, FfnKind, LinearAttention, LlmSpec, Mla, SparseIndexer};
 
 use crate::error::ConfigError;
+use crate::spec::{GpuSpec, LlmSpec};
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -25,7 +25,7 @@ pub use workload::*;
 /// Percentiles reported for every latency metric.
 pub const PERCENTILES: [f64; 6] = [50.0, 90.0, 95.0, 99.0, 99.9, 99.99];
 
-use crate::catalog::{GpuSpec, LlmSpec};
+use crate::spec::{GpuSpec, LlmSpec};
 use serde::{Deserialize, Serialize};
 
 /// One simulation scenario.

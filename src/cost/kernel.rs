@@ -33,8 +33,8 @@
 //! parallelism adds two all-to-alls per MoE layer.
 
 use super::{Layout, StepBatch, StepCost, StepCostModel};
-use crate::catalog::{AttnKind, GpuSpec, KernelSpec, LlmSpec};
 use crate::config::{CostConfig, Dtype, FP4_BYTES, KvDtype, MoeKernel};
+use crate::spec::{AttnKind, GpuSpec, KernelSpec, LlmSpec};
 
 /// Activation element size (BF16), bytes.
 const ACT: f64 = 2.0;
@@ -153,7 +153,7 @@ impl Kernels {
         let (eff, stream, lat) = if self.k.moe_efficiency > 0.0 {
             (self.k.moe_efficiency, self.k.moe_stream_efficiency, self.k.moe_latency_us)
         } else {
-            crate::catalog::GENERIC_MOE
+            crate::spec::GENERIC_MOE
         };
         let (peak, wbytes, eff) = match path {
             Path::Bf16 => (self.peak_bf16, 2.0, eff),
@@ -221,7 +221,7 @@ impl Kernels {
     /// (latency µs, bus bandwidth GB/s) of the custom or NCCL all-reduce among
     /// `tp` GPUs, interpolated in log2(tp) between measured degrees.
     pub fn collective(&self, tp: f64, custom: bool) -> (f64, f64) {
-        let pick = |a: &crate::catalog::AllReduceSpec| {
+        let pick = |a: &crate::spec::AllReduceSpec| {
             if custom { (a.custom_us, a.custom_busbw_gbps) } else { (a.nccl_us, a.nccl_busbw_gbps) }
         };
         let table = &self.k.allreduce;
@@ -329,7 +329,7 @@ impl KernelModel {
             (k.moe_efficiency, k.moe_stream_efficiency, k.moe_latency_us) = if k.cutlass_moe_efficiency > 0.0 {
                 (k.cutlass_moe_efficiency, k.cutlass_moe_stream_efficiency, k.cutlass_moe_latency_us)
             } else {
-                crate::catalog::GENERIC_CUTLASS_MOE
+                crate::spec::GENERIC_CUTLASS_MOE
             };
         }
         let tp = layout.tp.max(1) as f64;

@@ -52,7 +52,7 @@ impl StepBatch {
     /// Mistral-7B rows of the TensorRT-LLM table fit that, not the capped cost).
     /// Sparse attention (an indexer) caps every query at its top-k keys, in
     /// prefill too, while the KV of every token is kept.
-    pub fn prefill_reads(&self, kind: &crate::catalog::AttnKind) -> (f64, f64) {
+    pub fn prefill_reads(&self, kind: &crate::spec::AttnKind) -> (f64, f64) {
         match kind.window.filter(|_| !kind.kv_per_token || kind.indexer.is_some()) {
             Some(w) => (
                 self.prefill_attn_pairs.min(self.prefill_tokens as f64 * w),

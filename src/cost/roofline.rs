@@ -22,8 +22,8 @@
 //! combine. See `docs/parallelism.md`.
 
 use super::{StepBatch, StepCost, StepCostModel};
-use crate::catalog::{AttnKind, GpuSpec, LlmSpec};
 use crate::config::{CostConfig, Dtype, HardwareConfig, KvDtype};
+use crate::spec::{AttnKind, GpuSpec, LlmSpec};
 
 /// How one replica is spread over its GPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

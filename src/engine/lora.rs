@@ -185,7 +185,7 @@ impl Loras {
 /// vLLM 0.11 applies LoRA to no routed expert (its FusedMoE layers take no
 /// adapter: vllm/lora/models.py warns that LoRA on MoE models adapts only
 /// the dense layers; expert adapters came in 0.11.1, PR #21229).
-pub fn adapter_weights(llm: &crate::catalog::LlmSpec, rank: u32) -> f64 {
+pub fn adapter_weights(llm: &crate::spec::LlmSpec, rank: u32) -> f64 {
     let h = llm.hidden_size as f64;
     let kv = (llm.num_kv_heads * llm.head_dim) as f64;
     let q = (llm.num_attention_heads * llm.head_dim) as f64;

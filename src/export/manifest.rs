@@ -1,9 +1,9 @@
 //! `manifest.json`: enough to reproduce a run.
 
 use crate::Setup;
-use crate::catalog::{GpuSpec, LlmSpec};
 use crate::config::Scenario;
 use crate::memory::MemoryPlan;
+use crate::spec::{GpuSpec, LlmSpec};
 use serde::Serialize;
 
 /// Provenance of a run.

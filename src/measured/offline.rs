@@ -9,7 +9,7 @@ use crate::Catalog;
 /// (max_batch_size, max_num_tokens) for a model on `tp` GPUs of `gpu_gib`
 /// each, at average lengths `isl`/`osl`, with KV fraction 0.95.
 pub fn trtllm_bench_settings(
-    llm: &crate::catalog::LlmSpec,
+    llm: &crate::spec::LlmSpec,
     tp: u32,
     gpu_gib: f64,
     fp8: bool,

@@ -8,11 +8,12 @@
 mod budget;
 pub use budget::{Estimate, check, estimate};
 
-use crate::catalog::{self, Catalog, GpuSpec, LlmSpec, Origin};
+use crate::catalog::{self, Catalog, Origin};
 use crate::config::{self, Scenario};
 use crate::engine::{BatchPolicy, EngineParams};
 use crate::error::{self, ConfigError};
 use crate::memory::{self, MemoryPlan};
+use crate::spec::{self, GpuSpec, LlmSpec};
 use crate::{cost, workload};
 
 /// A scenario resolved against the catalogue: everything a run needs.
@@ -288,13 +289,13 @@ fn resolve_pool(
         scheduler_steps: e.num_scheduler_steps,
         handoff: role == config::PoolRole::Prefill,
         swap_blocks: match e.preemption {
-            config::Preemption::Swap => (e.swap_space_gb * catalog::GIB / block_bytes).floor() as u64,
+            config::Preemption::Swap => (e.swap_space_gb * spec::GIB / block_bytes).floor() as u64,
             config::Preemption::Recompute => 0,
         },
         swap_block_time: block_bytes / (e.swap_bandwidth_gbps * 1e9),
         offload_blocks: [
-            (e.kv_offload_cpu_gb * catalog::GIB / block_bytes).floor() as u64,
-            (e.kv_offload_disk_gb * catalog::GIB / block_bytes).floor() as u64,
+            (e.kv_offload_cpu_gb * spec::GIB / block_bytes).floor() as u64,
+            (e.kv_offload_disk_gb * spec::GIB / block_bytes).floor() as u64,
         ],
         offload_block_time: [block_bytes / (e.kv_offload_cpu_gbps * 1e9), block_bytes / (e.kv_offload_disk_gbps * 1e9)],
         offload_connector: e.kv_offload_connector,
@@ -333,7 +334,7 @@ fn reserve_draft(m: &mut MemoryPlan, d: &LlmSpec, s: &Scenario) -> Result<(), Co
     let tp = s.hardware.tp as f64;
     let weights = d.total_params() * s.model.dtype.bytes() / tp;
     let draft_tok = d.kv_bytes_per_token(d.num_layers as f64, tp, s.kv_dtype().bytes());
-    let budget = m.kv_gib_per_gpu * catalog::GIB - weights;
+    let budget = m.kv_gib_per_gpu * spec::GIB - weights;
     let per_block = (m.kv_bytes_per_token_per_gpu + draft_tok) * m.block_size as f64;
     let blocks = if m.blocks_overridden { m.num_blocks } else { (budget / per_block).floor().max(0.0) as u64 };
     let capacity = blocks * m.block_size as u64;
@@ -345,7 +346,7 @@ fn reserve_draft(m: &mut MemoryPlan, d: &LlmSpec, s: &Scenario) -> Result<(), Co
             "the draft model {} ({:.1} GiB of weights per GPU) leaves KV room for {capacity} tokens, less than \
              max_model_len {}",
             d.name,
-            weights / catalog::GIB,
+            weights / spec::GIB,
             m.max_model_len
         ))
         .key("engine.speculative")
@@ -353,7 +354,7 @@ fn reserve_draft(m: &mut MemoryPlan, d: &LlmSpec, s: &Scenario) -> Result<(), Co
     }
     m.num_blocks = blocks;
     m.kv_capacity_tokens = capacity;
-    m.kv_gib_per_gpu = blocks as f64 * per_block / catalog::GIB;
+    m.kv_gib_per_gpu = blocks as f64 * per_block / spec::GIB;
     m.max_seqs_at_max_len = capacity / m.max_model_len as u64;
     Ok(())
 }
@@ -373,14 +374,14 @@ fn reserve_lora(m: &mut MemoryPlan, llm: &LlmSpec, l: &config::LoraConfig, s: &S
             "{} LoRA slots of rank {} ({:.2} GiB per GPU) leave no room for the KV cache",
             l.max_loras,
             l.rank,
-            per_gpu / catalog::GIB
+            per_gpu / spec::GIB
         ))
         .key("lora.max_loras")
         .hint("lower lora.max_loras or lora.rank, or use more GPUs (tp)"));
     }
     m.num_blocks -= lost;
     m.kv_capacity_tokens = m.num_blocks * m.block_size as u64;
-    m.kv_gib_per_gpu = m.num_blocks as f64 * per_block / catalog::GIB;
+    m.kv_gib_per_gpu = m.num_blocks as f64 * per_block / spec::GIB;
     m.max_seqs_at_max_len = m.kv_capacity_tokens / m.max_model_len as u64;
     Ok(())
 }

@@ -208,7 +208,7 @@ fn with_models<C: StepCostModel + Clone>(
     check: bool,
     fast: bool,
     rec: Recording,
-    make: impl Fn(&crate::catalog::LlmSpec, &crate::Pool, &crate::config::CostConfig) -> C,
+    make: impl Fn(&crate::spec::LlmSpec, &crate::Pool, &crate::config::CostConfig) -> C,
 ) -> SimOutput {
     let pool = pool_of(setup);
     if setup.pools.iter().all(|p| p.draft.is_none()) {
@@ -456,7 +456,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         let sampler = Sampler::new(&replicas);
         let fleet = s.fleet.as_ref().filter(|f| f.is_dynamic()).map(|f| {
             let p = &setup.pools[0];
-            let weights = p.memory.weights_gib_total * crate::catalog::GIB;
+            let weights = p.memory.weights_gib_total * crate::spec::GIB;
             let cold = f.provision_s + weights / (f.weight_load_gbps * 1e9) + f.engine_start_s;
             Box::new(crate::fleet::Fleet::new(f, n_rep, s.hardware.replicas as usize, seed, cold, warmup))
         });

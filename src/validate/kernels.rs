@@ -10,9 +10,9 @@
 
 use super::{Dataset, Role, Row};
 use crate::Catalog;
-use crate::catalog::{GpuSpec, KernelSpec};
 use crate::cost::{GemmPath, Kernels, StepCost};
 use crate::measured::Table;
+use crate::spec::{GpuSpec, KernelSpec};
 
 /// (AIConfigurator system, catalogue GPU) pairs.
 pub const SYSTEMS: &[(&str, &str)] = &[

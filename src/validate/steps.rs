@@ -4,10 +4,10 @@
 
 use super::{Dataset, Role, Row};
 use crate::Catalog;
-use crate::catalog::{GpuSpec, LlmSpec};
 use crate::config::{CostConfig, Dtype, KvDtype};
 use crate::cost::{GemmPath, KernelModel, Kernels, Layout, StepCost, StepCostModel};
 use crate::measured::{Table, decode_step, prefill_step};
+use crate::spec::{GpuSpec, LlmSpec};
 
 fn model(catalog: &Catalog, name: &str) -> LlmSpec {
     catalog.model(name).unwrap_or_else(|| panic!("model {name} missing from the catalogue")).spec.clone()

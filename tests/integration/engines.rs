@@ -4,9 +4,9 @@
 use crate::common;
 
 use servesim::Catalog;
-use servesim::catalog::{GpuSpec, LlmSpec};
 use servesim::config::{CostConfig, Dtype, KvDtype};
 use servesim::cost::{KernelModel, Layout, StepBatch, StepCostModel};
+use servesim::spec::{GpuSpec, LlmSpec};
 
 fn catalog() -> Catalog {
     Catalog::builtin().unwrap()

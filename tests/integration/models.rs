@@ -6,9 +6,9 @@
 use crate::common;
 
 use servesim::Catalog;
-use servesim::catalog::LlmSpec;
 use servesim::config::{CostConfig, Dtype, KvDtype};
 use servesim::cost::{KernelModel, Layout, StepBatch, StepCostModel};
+use servesim::spec::LlmSpec;
 
 fn llm(name: &str) -> LlmSpec {
     Catalog::builtin().unwrap().model(name).unwrap().spec.clone()
