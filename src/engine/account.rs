@@ -166,41 +166,7 @@ impl<C: StepCostModel> Replica<C> {
         }
         self.pending_tokens -= self.step.batch.prefill_tokens + self.step.batch.decode_seqs as u64;
         if self.step.decodes {
-            // Sequences that joined the decode group at the previous step's
-            // end measure their gap from their own last token; one handed
-            // over from a prefill pool shows its first token now.
-            self.itl_counts.clone_from(&self.decode.n_class);
-            for &j in &self.decode.joiners {
-                let s = &self.running[j];
-                let r = &mut sinks.records[s.req as usize];
-                let first = r.first_token.is_nan();
-                if first {
-                    r.first_token = t_end;
-                    if let Some(v) = sinks.first_tokens.as_mut() {
-                        v.push(t_end - r.arrival);
-                    }
-                    if attributing {
-                        // Its first decode step (on a decode pool) gave its first token.
-                        let a = sinks.records.attr(s.req);
-                        self.clocks.close_decode(a, true);
-                        self.clocks.open_decode(a, false);
-                    }
-                }
-                if s.measured {
-                    self.itl_counts[s.class as usize] -= 1;
-                    if !first {
-                        sinks.itl[s.class as usize].add(t_end - s.last_token, 1);
-                    }
-                }
-            }
-            let gap = t_end - self.decode.last_end;
-            for (h, &n) in sinks.itl.iter_mut().zip(&self.itl_counts) {
-                if n > 0 {
-                    h.add(gap, n as u64);
-                }
-            }
-            self.decode.joiners.clear();
-            self.decode.last_end = t_end;
+            self.decode_tokens_out(t_end, sinks, attributing);
             let step = self.decode.d;
             self.advance_d();
             self.decode.ctx += self.decode.n as u64;
@@ -288,6 +254,56 @@ impl<C: StepCostModel> Replica<C> {
         self.step.chunks = chunks;
         self.step.chunks.clear();
         self.form_step(t_end, sinks)
+    }
+
+    /// The decode group's tokens of the step ending at `t_end`: each
+    /// decoding sequence's inter-token gap goes into its class's histogram.
+    /// Sequences that joined the group at the previous step's end measure
+    /// their gap from their own last token; one handed over from a prefill
+    /// pool shows its first token now.
+    #[inline]
+    pub(super) fn decode_tokens_out(&mut self, t_end: f64, sinks: &mut Sinks, attributing: bool) {
+        let gap = t_end - self.decode.last_end;
+        if self.decode.joiners.is_empty() {
+            for (h, &n) in sinks.itl.iter_mut().zip(&self.decode.n_class) {
+                if n > 0 {
+                    h.add(gap, n as u64);
+                }
+            }
+            self.decode.last_end = t_end;
+            return;
+        }
+        self.itl_counts.clone_from(&self.decode.n_class);
+        for &j in &self.decode.joiners {
+            let s = &self.running[j];
+            let r = &mut sinks.records[s.req as usize];
+            let first = r.first_token.is_nan();
+            if first {
+                r.first_token = t_end;
+                if let Some(v) = sinks.first_tokens.as_mut() {
+                    v.push(t_end - r.arrival);
+                }
+                if attributing {
+                    // Its first decode step (on a decode pool) gave its first token.
+                    let a = sinks.records.attr(s.req);
+                    self.clocks.close_decode(a, true);
+                    self.clocks.open_decode(a, false);
+                }
+            }
+            if s.measured {
+                self.itl_counts[s.class as usize] -= 1;
+                if !first {
+                    sinks.itl[s.class as usize].add(t_end - s.last_token, 1);
+                }
+            }
+        }
+        for (h, &n) in sinks.itl.iter_mut().zip(&self.itl_counts) {
+            if n > 0 {
+                h.add(gap, n as u64);
+            }
+        }
+        self.decode.joiners.clear();
+        self.decode.last_end = t_end;
     }
 
     /// Moves sequence `i`, whose prompt KV is complete, into the decode

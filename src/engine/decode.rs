@@ -171,9 +171,9 @@ impl DecodeGroup {
         Some((i, version))
     }
 
-    /// No sequence finishes at the next decode step.
+    /// No sequence finishes at the decode step in flight (step `d`).
     #[inline]
-    pub(super) fn none_due_next(&self) -> bool {
-        self.finish.peek().is_none_or(|Reverse(e)| e.0 > self.d + 1)
+    pub(super) fn none_due_now(&self) -> bool {
+        self.finish.peek().is_none_or(|Reverse(e)| e.0 > self.d)
     }
 }

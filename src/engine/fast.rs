@@ -8,8 +8,10 @@ use crate::cost::{StepBatch, StepCostModel};
 impl<C: StepCostModel> Replica<C> {
     /// Runs steady decode steps inline while nothing but decoding can happen:
     /// the step in flight and the next are pure decode steps, no sequence
-    /// finishes, nobody can be admitted, no preemption is needed, and the
-    /// step ends before `horizon`. Each such step is finished and the next
+    /// finishes in the step in flight, nobody can be admitted, no preemption
+    /// is needed, and the step ends before `horizon`. Sequences that joined
+    /// the decode group at the previous step's end are taken as
+    /// [`Replica::finish_step`] takes them. Each such step is finished and the next
     /// planned exactly as [`Replica::finish_step`] would (same arithmetic, same
     /// order), without the general machinery. Returns the end of the step
     /// left in flight; [`Replica::step_start`] is then the time reached.
@@ -30,12 +32,11 @@ impl<C: StepCostModel> Replica<C> {
                 && self.step.busy
                 && self.step.decodes
                 && self.step.chunks.is_empty()
-                && self.decode.joiners.is_empty()
                 && self.prefilling.is_empty()
                 && (self.waiting.is_empty()
                     || (self.p.batching.chunked() && self.running.len() >= self.p.max_num_seqs))
                 && self.decode.extra_pending == 0
-                && self.decode.none_due_next()
+                && self.decode.none_due_now()
                 && self.kv.fits_growth(self.decode.blocks_needed_after());
             if !steady || end >= horizon {
                 return end;
@@ -43,17 +44,12 @@ impl<C: StepCostModel> Replica<C> {
             // Finish the step in flight (pure decode, no completion).
             *area += in_system as f64 * (end - self.step.start);
             self.account_step(end);
-            if sinks.records.attributing() {
+            let attributing = sinks.records.attributing();
+            if attributing {
                 self.clocks.decode_step(end - self.step.start, 0.0, 0.0);
             }
             self.pending_tokens -= self.decode.n as u64;
-            let gap = end - self.decode.last_end;
-            for (h, &n) in sinks.itl.iter_mut().zip(&self.decode.n_class) {
-                if n > 0 {
-                    h.add(gap, n as u64);
-                }
-            }
-            self.decode.last_end = end;
+            self.decode_tokens_out(end, sinks, attributing);
             self.advance_d();
             self.decode.ctx += self.decode.n as u64;
             // Plan the next one: every sequence decodes one more token.
