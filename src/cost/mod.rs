@@ -11,7 +11,7 @@ mod speculative;
 mod synthetic;
 
 pub use kernel::{KernelModel, Kernels, Path as GemmPath};
-pub use roofline::{Layout, Roofline};
+pub use roofline::{DecodeRun, Layout, Roofline};
 pub use speculative::Speculative;
 pub use synthetic::{ConstantStep, ExponentialStep};
 
@@ -123,6 +123,14 @@ pub trait StepCostModel {
     /// what `step` gives.
     fn predict(&mut self, batch: &StepBatch) -> f64 {
         self.step(batch).time
+    }
+
+    /// Pure decode steps of `seqs` sequences ([`StepBatch::decoding`]) priced
+    /// from their summed context alone, bit for bit as [`Self::step`] prices
+    /// them; `None` (the default) where the model has no such closed form.
+    fn decode_run(&mut self, seqs: u32, spec_tokens: u32) -> Option<DecodeRun> {
+        let _ = (seqs, spec_tokens);
+        None
     }
     /// Peak FLOP/s of one GPU at the model's numeric format (for MFU).
     fn peak_flops(&self) -> f64;

@@ -392,6 +392,94 @@ impl Roofline {
     }
 }
 
+/// Pure decode steps of one batch of `seqs` sequences, priced as a function
+/// of their summed context alone: what [`Roofline::step`] computes for
+/// [`StepBatch::decoding`], with every term that does not depend on the
+/// context worked out once. [`DecodeRun::cost`] performs the remaining
+/// operations in the same order as `step`, so its result is the same to the
+/// last bit (test `decode_runs_price_as_steps`). Built by
+/// [`StepCostModel::decode_run`] for a run of steady decode steps.
+#[derive(Debug, Clone, Copy)]
+pub struct DecodeRun {
+    /// One layer's GEMMs and collectives for the batch's tokens: (time, flops, bytes).
+    token_part: (f64, f64, f64),
+    /// Attention kinds (each over every layer): 4·heads·head_dim (FLOPs per
+    /// context token), KV bytes per context token, the queries' and outputs'
+    /// bytes, and the window's cap on the summed context (∞: none).
+    attn: [(f64, f64, f64, f64); 2],
+    kinds: usize,
+    layers: f64,
+    /// The LM head over the batch's rows: (time, flops, bytes).
+    lm: (f64, f64, f64),
+    host: f64,
+    time_scale: f64,
+    inv_flops_rate: f64,
+    inv_bw: f64,
+}
+
+impl DecodeRun {
+    /// The step's cost when its sequences' summed context is `ctx` tokens.
+    #[inline(always)]
+    pub fn cost(&self, ctx: f64) -> StepCost {
+        let (mut lt, mut flops, mut bytes) = self.token_part;
+        for &(per_ctx, kv_bytes, act_bytes, cap) in &self.attn[..self.kinds] {
+            let c = ctx.min(cap);
+            let (f, b) = (per_ctx * c, kv_bytes * c + act_bytes);
+            flops += f;
+            bytes += b;
+            lt += (f * self.inv_flops_rate).max(b * self.inv_bw);
+        }
+        let (lm_t, lm_f, lm_b) = self.lm;
+        StepCost {
+            time: (lt * self.layers + lm_t + self.host) * self.time_scale,
+            flops: flops * self.layers + lm_f,
+            bytes: bytes * self.layers + lm_b,
+        }
+    }
+}
+
+impl Roofline {
+    /// The [`DecodeRun`] of `seqs` decoding sequences, when the model prices
+    /// their steps in closed form: one stage, one micro-batch, at most two
+    /// attention kinds, each over every layer, none linear or indexed.
+    fn decode_run_of(&mut self, seqs: u32, spec_tokens: u32) -> Option<DecodeRun> {
+        let plain = |k: &AttnKind| !k.is_linear() && k.indexer.is_none();
+        if !self.single_stage
+            || seqs == 0
+            || self.attn.len() > 2
+            || !self.attn.iter().all(|(share, k)| *share == 1.0 && plain(k))
+        {
+            return None;
+        }
+        let b = StepBatch::decoding(seqs, 0.0, spec_tokens);
+        let n = seqs as f64;
+        let token_part = self.token_part(n);
+        let mut attn = [(0.0, 0.0, 0.0, f64::INFINITY); 2];
+        for (slot, (_, k)) in attn.iter_mut().zip(&self.attn) {
+            let (heads, hd) = (k.heads, k.decode_head_dim);
+            *slot = (
+                4.0 * heads * hd,
+                k.kv_bytes_per_token,
+                n * 1.0 * (2.0 * heads * hd * ACT),
+                k.window.map_or(f64::INFINITY, |w| n * w),
+            );
+        }
+        let mut lm = StepCost::default();
+        let lm_t = self.lm_head(b.logits as f64, &mut lm);
+        Some(DecodeRun {
+            token_part,
+            attn,
+            kinds: self.attn.len(),
+            layers: self.layers,
+            lm: (lm_t, lm.flops, lm.bytes),
+            host: self.host(&b),
+            time_scale: self.time_scale,
+            inv_flops_rate: self.inv_flops_rate,
+            inv_bw: self.inv_bw,
+        })
+    }
+}
+
 impl StepCostModel for Roofline {
     #[inline]
     fn step(&mut self, b: &StepBatch) -> StepCost {
@@ -454,6 +542,10 @@ impl StepCostModel for Roofline {
         cost
     }
 
+    fn decode_run(&mut self, seqs: u32, spec_tokens: u32) -> Option<DecodeRun> {
+        self.decode_run_of(seqs, spec_tokens)
+    }
+
     fn peak_flops(&self) -> f64 {
         self.peak_flops
     }
@@ -489,6 +581,58 @@ mod tests {
             logits: 1,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn decode_runs_price_as_steps() {
+        // Every shipped model and GPU, several layouts, dtypes and overheads:
+        // a DecodeRun gives what `step` gives for the same decode batch, to the last bit.
+        let c = Catalog::builtin().unwrap();
+        let mut runs = 0;
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for (mi, m) in c.models.values().enumerate() {
+            for (gi, g) in c.gpus.values().enumerate() {
+                let (llm, gpu) = (&m.spec, &g.spec);
+                let tp = [1, 2, 4, 8][(mi + gi) % 4];
+                let layout =
+                    Layout { tp, pp: 1 + (gi % 5 == 4) as u32, micro_batches: 1, expert_parallel: mi % 2 == 1 };
+                let dtype = [Dtype::Bf16, Dtype::Fp8, Dtype::Int4][(mi * 7 + gi) % 3];
+                let kv = if gi % 2 == 0 { KvDtype::Bf16 } else { KvDtype::Fp8 };
+                let cost = CostConfig {
+                    step_overhead_ms: (gi % 3) as f64 * 0.7,
+                    step_time_scale: 1.0 + (mi % 3) as f64 * 0.15,
+                    ..CostConfig::default()
+                };
+                let mut r = Roofline::with_layout(llm, gpu, &layout, dtype, kv, &cost);
+                for _ in 0..20 {
+                    let n = 1 + (next() % 512) as u32;
+                    let spec = (next() % 3) as u32;
+                    let Some(run) = r.decode_run(n, spec) else { continue };
+                    runs += 1;
+                    for _ in 0..10 {
+                        let ctx = (n as u64 * (1 + next() % 20_000)) as f64;
+                        let want = r.step(&StepBatch::decoding(n, ctx, spec));
+                        let got = run.cost(ctx);
+                        assert_eq!(
+                            (got.time.to_bits(), got.flops.to_bits(), got.bytes.to_bits()),
+                            (want.time.to_bits(), want.flops.to_bits(), want.bytes.to_bits()),
+                            "{} on {} tp{tp} pp{}: {n} seqs, ctx {ctx}",
+                            llm.name,
+                            gpu.name,
+                            layout.pp
+                        );
+                    }
+                }
+            }
+        }
+        // Most set-ups have the closed form (pipelines and linear or indexed attention do not).
+        assert!(runs > 1000, "only {runs} decode runs built");
     }
 
     #[test]

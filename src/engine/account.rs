@@ -261,7 +261,7 @@ impl<C: StepCostModel> Replica<C> {
     /// Sequences that joined the group at the previous step's end measure
     /// their gap from their own last token; one handed over from a prefill
     /// pool shows its first token now.
-    #[inline]
+    #[inline(always)]
     pub(super) fn decode_tokens_out(&mut self, t_end: f64, sinks: &mut Sinks, attributing: bool) {
         let gap = t_end - self.decode.last_end;
         if self.decode.joiners.is_empty() {
@@ -273,6 +273,13 @@ impl<C: StepCostModel> Replica<C> {
             self.decode.last_end = t_end;
             return;
         }
+        self.joiners_out(t_end, gap, sinks, attributing);
+    }
+
+    /// [`Self::decode_tokens_out`] when sequences joined at the previous
+    /// step's end: their own gaps first, then the group's `gap` for the rest.
+    #[inline(never)]
+    fn joiners_out(&mut self, t_end: f64, gap: f64, sinks: &mut Sinks, attributing: bool) {
         self.itl_counts.clone_from(&self.decode.n_class);
         for &j in &self.decode.joiners {
             let s = &self.running[j];
@@ -362,7 +369,7 @@ impl<C: StepCostModel> Replica<C> {
     }
 
     /// Adds the step just finished to the window integrals.
-    #[inline]
+    #[inline(always)]
     pub(super) fn account_step(&mut self, t_end: f64) {
         // Idle beyond LONG_IDLE_S since the last step (inside the window).
         let long = self.step.start - (self.last_step_end + crate::energy::LONG_IDLE_S).max(self.window_start);

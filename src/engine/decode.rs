@@ -171,6 +171,12 @@ impl DecodeGroup {
         Some((i, version))
     }
 
+    /// The first decode step at which a sequence finishes (`u64::MAX`: none).
+    #[inline]
+    pub(super) fn first_finish(&self) -> u64 {
+        self.finish.peek().map_or(u64::MAX, |Reverse(e)| e.0)
+    }
+
     /// No sequence finishes at the decode step in flight (step `d`).
     #[inline]
     pub(super) fn none_due_now(&self) -> bool {

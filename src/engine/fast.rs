@@ -3,7 +3,7 @@
 //! in the same order as [`Replica::finish_step`] and [`Replica::form_step`].
 
 use super::{Replica, Sinks};
-use crate::cost::{StepBatch, StepCostModel};
+use crate::cost::{DecodeRun, StepBatch, StepCostModel};
 
 impl<C: StepCostModel> Replica<C> {
     /// Runs steady decode steps inline while nothing but decoding can happen:
@@ -41,6 +41,13 @@ impl<C: StepCostModel> Replica<C> {
             if !steady || end >= horizon {
                 return end;
             }
+            if self.decode.joiners.is_empty()
+                && self.lora.is_none()
+                && let Some(run) = self.decode_run_of(self.decode.n)
+            {
+                self.decode_run(&run, horizon, sinks, check, area, in_system);
+                continue;
+            }
             // Finish the step in flight (pure decode, no completion).
             *area += in_system as f64 * (end - self.step.start);
             self.account_step(end);
@@ -64,6 +71,66 @@ impl<C: StepCostModel> Replica<C> {
             self.step.start = end;
             if check && let Err(m) = self.check_invariants() {
                 panic!("replica {} at t = {end} (fast path): {m}", self.id);
+            }
+        }
+    }
+
+    /// The cost model's [`DecodeRun`] of `n` decoding sequences, kept for
+    /// the next run of the same size.
+    #[inline]
+    fn decode_run_of(&mut self, n: u32) -> Option<DecodeRun> {
+        if let Some(&Some(run)) = self.decode_runs.get(n as usize) {
+            return Some(run);
+        }
+        let run = self.cost.decode_run(n, self.p.spec_k)?;
+        if self.decode_runs.len() <= n as usize {
+            self.decode_runs.resize(n as usize + 1, None);
+        }
+        self.decode_runs[n as usize] = Some(run);
+        Some(run)
+    }
+
+    /// Steady decode steps of an unchanging batch (no joiner, no LoRA),
+    /// priced by `run`: the loop of [`Self::fast_forward`] with what cannot
+    /// change inside the run checked once. It stops before the step in
+    /// flight when that step ends at or after `horizon`, when a sequence
+    /// finishes in it, or when the next step's blocks would not fit; the
+    /// general loop then looks again.
+    fn decode_run(
+        &mut self,
+        run: &DecodeRun,
+        horizon: f64,
+        sinks: &mut Sinks,
+        check: bool,
+        area: &mut f64,
+        in_system: u64,
+    ) {
+        let n = self.decode.n;
+        let finish = self.decode.first_finish();
+        let attributing = sinks.records.attributing();
+        let in_system = in_system as f64;
+        loop {
+            let end = self.step.start + self.step.cost.time;
+            if end >= horizon || self.decode.d >= finish || !self.kv.fits_growth(self.decode.blocks_needed_after()) {
+                return;
+            }
+            *area += in_system * (end - self.step.start);
+            self.account_step(end);
+            if attributing {
+                self.clocks.decode_step(end - self.step.start, 0.0, 0.0);
+            }
+            self.pending_tokens -= n as u64;
+            self.decode_tokens_out(end, sinks, attributing);
+            self.advance_d();
+            self.decode.ctx += n as u64;
+            self.kv.take_growth(self.decode.blocks_needed());
+            let ctx = (self.decode.ctx + n as u64) as f64;
+            self.step.batch = StepBatch::decoding(n, ctx, self.p.spec_k);
+            self.step.cost = run.cost(ctx);
+            self.step.swap_time = 0.0;
+            self.step.start = end;
+            if check && let Err(m) = self.check_invariants() {
+                panic!("replica {} at t = {end} (decode run): {m}", self.id);
             }
         }
     }

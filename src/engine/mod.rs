@@ -184,6 +184,9 @@ pub struct Replica<C> {
     power_weights: (f64, f64),
     /// LoRA adapters (with `[lora]`).
     lora: Option<lora::Loras>,
+    /// The cost model's [`crate::cost::DecodeRun`] of each decode batch size
+    /// met so far (index: sequences), for the fast path.
+    decode_runs: Vec<Option<crate::cost::DecodeRun>>,
     /// Statistics.
     pub stats: ReplicaStats,
 }
@@ -268,6 +271,7 @@ impl<C: StepCostModel> Replica<C> {
             clocks: attribution::Clocks::default(),
             power_weights: (crate::energy::POWER.compute / cost_peak.0, crate::energy::POWER.memory / cost_peak.1),
             lora: None,
+            decode_runs: Vec::new(),
             stats: ReplicaStats {
                 peak_flops: cost_peak.0,
                 peak_bandwidth: cost_peak.1,
