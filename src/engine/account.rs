@@ -6,7 +6,7 @@
 use super::running::Phase;
 use super::{Replica, Sinks, SpanKind, blocks_for, lora, offload};
 use crate::config::Admission;
-use crate::cost::{StepBatch, StepCostModel};
+use crate::cost::{StepBatch, StepCost, StepCostModel};
 use crate::metrics::{Part, Status};
 
 /// Time-integrated statistics of one replica over the measurement window.
@@ -265,11 +265,7 @@ impl<C: StepCostModel> Replica<C> {
     pub(super) fn decode_tokens_out(&mut self, t_end: f64, sinks: &mut Sinks, attributing: bool) {
         let gap = t_end - self.decode.last_end;
         if self.decode.joiners.is_empty() {
-            for (h, &n) in sinks.itl.iter_mut().zip(&self.decode.n_class) {
-                if n > 0 {
-                    h.add(gap, n as u64);
-                }
-            }
+            itl_gap(sinks.itl, &self.decode.n_class, gap);
             self.decode.last_end = t_end;
             return;
         }
@@ -304,11 +300,7 @@ impl<C: StepCostModel> Replica<C> {
                 }
             }
         }
-        for (h, &n) in sinks.itl.iter_mut().zip(&self.itl_counts) {
-            if n > 0 {
-                h.add(gap, n as u64);
-            }
-        }
+        itl_gap(sinks.itl, &self.itl_counts, gap);
         self.decode.joiners.clear();
         self.decode.last_end = t_end;
     }
@@ -371,35 +363,119 @@ impl<C: StepCostModel> Replica<C> {
     /// Adds the step just finished to the window integrals.
     #[inline(always)]
     pub(super) fn account_step(&mut self, t_end: f64) {
+        let mut acc = self.integrals();
+        let used = self.kv.used();
+        acc.add_step(self.step.start, t_end, &self.step.cost, &self.step.batch, used);
+        self.set_integrals(acc);
+    }
+
+    /// The integrals one step adds to, copied out (see [`Integrals`]).
+    #[inline(always)]
+    pub(super) fn integrals(&self) -> Integrals {
+        let s = &self.stats;
+        Integrals {
+            window_start: self.window_start,
+            power_weights: self.power_weights,
+            last_step_end: self.last_step_end,
+            long_idle_s: s.long_idle_s,
+            steps: s.steps,
+            busy_whole_run: s.busy_whole_run,
+            peak_step_tokens: s.peak_step_tokens,
+            busy: s.busy,
+            flops: s.flops,
+            bytes: s.bytes,
+            activity_area: s.activity_area,
+            batch_area: s.batch_area,
+            token_area: s.token_area,
+            kv_area: s.kv_area,
+            peak_kv_blocks: s.peak_kv_blocks,
+        }
+    }
+
+    /// Writes the integrals back.
+    #[inline(always)]
+    pub(super) fn set_integrals(&mut self, acc: Integrals) {
+        self.last_step_end = acc.last_step_end;
+        let s = &mut self.stats;
+        s.long_idle_s = acc.long_idle_s;
+        s.steps = acc.steps;
+        s.busy_whole_run = acc.busy_whole_run;
+        s.peak_step_tokens = acc.peak_step_tokens;
+        s.busy = acc.busy;
+        s.flops = acc.flops;
+        s.bytes = acc.bytes;
+        s.activity_area = acc.activity_area;
+        s.batch_area = acc.batch_area;
+        s.token_area = acc.token_area;
+        s.kv_area = acc.kv_area;
+        s.peak_kv_blocks = acc.peak_kv_blocks;
+    }
+}
+
+/// What each step adds to: the replica's window integrals and step counts
+/// ([`ReplicaStats`]) with what they need of the replica, as one local
+/// value, so that a run of fast steps keeps them in registers and writes
+/// them back once.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Integrals {
+    window_start: f64,
+    power_weights: (f64, f64),
+    last_step_end: f64,
+    long_idle_s: f64,
+    steps: u64,
+    busy_whole_run: f64,
+    peak_step_tokens: u64,
+    busy: f64,
+    flops: f64,
+    bytes: f64,
+    activity_area: f64,
+    batch_area: f64,
+    token_area: f64,
+    kv_area: f64,
+    peak_kv_blocks: u64,
+}
+
+impl Integrals {
+    /// Adds the step `b` priced `cost` that ran from `start` to `t_end`
+    /// with `used` KV blocks in use.
+    #[inline(always)]
+    pub(super) fn add_step(&mut self, start: f64, t_end: f64, cost: &StepCost, b: &StepBatch, used: u64) {
         // Idle beyond LONG_IDLE_S since the last step (inside the window).
-        let long = self.step.start - (self.last_step_end + crate::energy::LONG_IDLE_S).max(self.window_start);
+        let long = start - (self.last_step_end + crate::energy::LONG_IDLE_S).max(self.window_start);
         if long > 0.0 {
-            self.stats.long_idle_s += long;
+            self.long_idle_s += long;
         }
         self.last_step_end = t_end;
-        self.stats.steps += 1;
-        self.stats.busy_whole_run += t_end - self.step.start;
-        self.stats.peak_step_tokens = self.stats.peak_step_tokens.max(self.step.batch.scheduled_tokens());
-        let dt = t_end - self.step.start.max(self.window_start);
+        self.steps += 1;
+        self.busy_whole_run += t_end - start;
+        self.peak_step_tokens = self.peak_step_tokens.max(b.scheduled_tokens());
+        let dt = t_end - start.max(self.window_start);
         if dt <= 0.0 {
             return;
         }
         // Only a step straddling the window start is counted in part.
-        let frac = if self.step.start >= self.window_start { 1.0 } else { dt / (t_end - self.step.start) };
-        let s = &mut self.stats;
-        s.busy += dt;
-        s.flops += self.step.cost.flops * frac;
-        s.bytes += self.step.cost.bytes * frac;
+        let frac = if start >= self.window_start { 1.0 } else { dt / (t_end - start) };
+        self.busy += dt;
+        self.flops += cost.flops * frac;
+        self.bytes += cost.bytes * frac;
         // The power model's activity × dt, without a division: activity ×
         // duration = min(c·FLOPs/peak + m·bytes/peak, duration) ([`crate::energy`]).
-        let full = t_end - self.step.start;
-        let work = self.power_weights.0 * self.step.cost.flops + self.power_weights.1 * self.step.cost.bytes;
-        s.activity_area += work.min(full) * frac;
-        let b = &self.step.batch;
-        s.batch_area += (b.decode_seqs + b.prefill_seqs) as f64 * dt;
-        s.token_area += b.tokens() as f64 * dt;
-        let used = self.kv.used();
-        s.kv_area += used as f64 * dt;
-        s.peak_kv_blocks = s.peak_kv_blocks.max(used);
+        let full = t_end - start;
+        let work = self.power_weights.0 * cost.flops + self.power_weights.1 * cost.bytes;
+        self.activity_area += work.min(full) * frac;
+        self.batch_area += (b.decode_seqs + b.prefill_seqs) as f64 * dt;
+        self.token_area += b.tokens() as f64 * dt;
+        self.kv_area += used as f64 * dt;
+        self.peak_kv_blocks = self.peak_kv_blocks.max(used);
+    }
+}
+
+/// One inter-token gap `gap` for `counts[c]` sequences of each class `c`.
+#[inline(always)]
+pub(super) fn itl_gap(itl: &mut [crate::metrics::LogHistogram], counts: &[u32], gap: f64) {
+    for (h, &n) in itl.iter_mut().zip(counts) {
+        if n > 0 {
+            h.add(gap, n as u64);
+        }
     }
 }

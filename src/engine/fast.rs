@@ -41,11 +41,16 @@ impl<C: StepCostModel> Replica<C> {
             if !steady || end >= horizon {
                 return end;
             }
-            if self.decode.joiners.is_empty()
-                && self.lora.is_none()
-                && let Some(run) = self.decode_run_of(self.decode.n)
-            {
-                self.decode_run(&run, horizon, sinks, check, area, in_system);
+            if self.decode.joiners.is_empty() && self.lora.is_none() && self.has_decode_run(self.decode.n) {
+                // (Lent out of the replica for the run: it is read, not copied.)
+                let runs = std::mem::take(&mut self.decode_runs);
+                if let Some(run) = &runs[self.decode.n as usize] {
+                    self.decode_run(run, horizon, sinks, check, area, in_system);
+                }
+                self.decode_runs = runs;
+                if check && let Err(m) = self.check_invariants() {
+                    panic!("replica {} at t = {} (decode run): {m}", self.id, self.step.start);
+                }
                 continue;
             }
             // Finish the step in flight (pure decode, no completion).
@@ -63,7 +68,7 @@ impl<C: StepCostModel> Replica<C> {
             self.kv.take_growth(self.decode.blocks_needed());
             self.step.batch =
                 StepBatch::decoding(self.decode.n, (self.decode.ctx + self.decode.n as u64) as f64, self.p.spec_k);
-            self.step.cost = self.cost.step(&self.step.batch);
+            self.step.cost = self.price_step();
             if let Some(l) = self.lora.as_mut() {
                 self.step.cost.time += l.step_time(&self.step.batch);
             }
@@ -75,27 +80,30 @@ impl<C: StepCostModel> Replica<C> {
         }
     }
 
-    /// The cost model's [`DecodeRun`] of `n` decoding sequences, kept for
-    /// the next run of the same size.
+    /// Whether the cost model has a [`DecodeRun`] for `n` decoding
+    /// sequences; it is then in `decode_runs[n]`, kept for the next run of
+    /// the same size.
     #[inline]
-    fn decode_run_of(&mut self, n: u32) -> Option<DecodeRun> {
-        if let Some(&Some(run)) = self.decode_runs.get(n as usize) {
-            return Some(run);
+    pub(super) fn has_decode_run(&mut self, n: u32) -> bool {
+        if let Some(Some(_)) = self.decode_runs.get(n as usize) {
+            return true;
         }
-        let run = self.cost.decode_run(n, self.p.spec_k)?;
+        let Some(run) = self.cost.decode_run(n, self.p.spec_k) else { return false };
         if self.decode_runs.len() <= n as usize {
             self.decode_runs.resize(n as usize + 1, None);
         }
         self.decode_runs[n as usize] = Some(run);
-        Some(run)
+        true
     }
 
     /// Steady decode steps of an unchanging batch (no joiner, no LoRA),
     /// priced by `run`: the loop of [`Self::fast_forward`] with what cannot
-    /// change inside the run checked once. It stops before the step in
-    /// flight when that step ends at or after `horizon`, when a sequence
-    /// finishes in it, or when the next step's blocks would not fit; the
-    /// general loop then looks again.
+    /// change inside the run checked once, and the clock, the context, the
+    /// integrals and the Little's-law area in locals, written back at the
+    /// end. It stops before the step in flight when that step ends at or
+    /// after `horizon`, when a sequence finishes in it, or when the next
+    /// step's blocks would not fit; the general loop then looks again. With
+    /// `check`, it runs one step at most (the caller checks the invariants).
     fn decode_run(
         &mut self,
         run: &DecodeRun,
@@ -106,32 +114,49 @@ impl<C: StepCostModel> Replica<C> {
         in_system: u64,
     ) {
         let n = self.decode.n;
+        let n64 = n as u64;
         let finish = self.decode.first_finish();
         let attributing = sinks.records.attributing();
         let in_system = in_system as f64;
+        let batch = StepBatch::decoding(n, 0.0, self.p.spec_k);
+        let mut acc = self.integrals();
+        let (mut start, mut cost, mut ctx) = (self.step.start, self.step.cost, self.decode.ctx);
+        let mut last_end = self.decode.last_end;
+        let mut a = *area;
+        let mut steps = 0u64;
         loop {
-            let end = self.step.start + self.step.cost.time;
-            if end >= horizon || self.decode.d >= finish || !self.kv.fits_growth(self.decode.blocks_needed_after()) {
-                return;
+            let end = start + cost.time;
+            if end >= horizon
+                || self.decode.d >= finish
+                || !self.kv.fits_growth(self.decode.blocks_needed_after())
+                || (check && steps == 1)
+            {
+                break;
             }
-            *area += in_system * (end - self.step.start);
-            self.account_step(end);
+            a += in_system * (end - start);
+            acc.add_step(start, end, &cost, &batch, self.kv.used());
             if attributing {
-                self.clocks.decode_step(end - self.step.start, 0.0, 0.0);
+                self.clocks.decode_step(end - start, 0.0, 0.0);
             }
-            self.pending_tokens -= n as u64;
-            self.decode_tokens_out(end, sinks, attributing);
+            super::account::itl_gap(sinks.itl, &self.decode.n_class, end - last_end);
+            last_end = end;
             self.advance_d();
-            self.decode.ctx += n as u64;
+            ctx += n64;
             self.kv.take_growth(self.decode.blocks_needed());
-            let ctx = (self.decode.ctx + n as u64) as f64;
-            self.step.batch = StepBatch::decoding(n, ctx, self.p.spec_k);
-            self.step.cost = run.cost(ctx);
+            cost = run.cost((ctx + n64) as f64);
+            start = end;
+            steps += 1;
+        }
+        if steps > 0 {
+            self.set_integrals(acc);
+            self.pending_tokens -= steps * n64;
+            self.decode.ctx = ctx;
+            self.decode.last_end = last_end;
+            self.step.batch = StepBatch::decoding(n, (ctx + n64) as f64, self.p.spec_k);
+            self.step.cost = cost;
             self.step.swap_time = 0.0;
-            self.step.start = end;
-            if check && let Err(m) = self.check_invariants() {
-                panic!("replica {} at t = {end} (decode run): {m}", self.id);
-            }
+            self.step.start = start;
+            *area = a;
         }
     }
 }

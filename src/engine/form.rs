@@ -261,7 +261,7 @@ impl<C: StepCostModel> Replica<C> {
     /// Prices the step formed (its compute, the host–GPU copies and adapter
     /// loads it waits for) and starts it at `now`; returns its end.
     fn start_step(&mut self, now: f64, sinks: &mut Sinks) -> f64 {
-        self.step.cost = self.cost.step(&self.step.batch);
+        self.step.cost = self.price_step();
         if let Some((blocks, t)) = self.swap.take_step() {
             // Copies between host and GPU memory in this step.
             self.step.cost.time += t;
@@ -291,6 +291,23 @@ impl<C: StepCostModel> Replica<C> {
         self.step.busy = true;
         self.step.start = now;
         now + self.step.cost.time
+    }
+
+    /// The cost of the step formed: a pure decode step from the batch size's
+    /// [`crate::cost::DecodeRun`] where the model has one (the same bits),
+    /// any other from the cost model.
+    #[inline]
+    pub(super) fn price_step(&mut self) -> crate::cost::StepCost {
+        let b = &self.step.batch;
+        if b.prefill_tokens == 0
+            && b.decode_seqs > 0
+            && *b == crate::cost::StepBatch::decoding(b.decode_seqs, b.decode_ctx_tokens, self.p.spec_k)
+            && self.has_decode_run(b.decode_seqs)
+            && let Some(Some(run)) = self.decode_runs.get(self.step.batch.decode_seqs as usize)
+        {
+            return run.cost(self.step.batch.decode_ctx_tokens);
+        }
+        self.cost.step(&self.step.batch)
     }
 
     /// Attribution: from `now` on, requests waiting here wait for `reason`.

@@ -277,6 +277,25 @@ impl Tally {
         }
     }
 
+    /// Makes room for the `n` requests a run will add (as far as they are
+    /// kept exactly), so that the columns never move while they grow: each
+    /// page is then written once. Only the flow and a lone class's columns
+    /// are sized (with several classes the split is not known); the room is
+    /// reserved address space until it is written.
+    pub fn reserve(&mut self, n: u64) {
+        let k = n.min(self.limit) as usize;
+        if let Flow::Exact(v) = &mut self.flow {
+            v.reserve_exact(k);
+        }
+        if let [one] = self.groups.as_mut_slice() {
+            for c in &mut one.cols {
+                if let Column::Exact(v) = c {
+                    v.reserve_exact(k);
+                }
+            }
+        }
+    }
+
     /// Whether the summary is exact (at most its limit of requests so far).
     pub fn exact(&self) -> bool {
         matches!(self.flow, Flow::Exact(_))

@@ -493,7 +493,11 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             obs: Observed {
                 records: LiveRecords::with_attribution(setup.attribution),
                 retired: Retired {
-                    tally: setup.tally(),
+                    tally: {
+                        let mut t = setup.tally();
+                        t.reserve(setup.workload.num_requests.unwrap_or(0));
+                        t
+                    },
                     keep,
                     records: Vec::with_capacity(cap),
                     parts: Vec::new(),
