@@ -100,6 +100,20 @@ impl StepBatch {
     }
 }
 
+/// The larger of two numbers that are never NaN: one compare and select,
+/// where `f64::max` adds NaN handling (the same result for them). For the
+/// fast path's inner loops.
+#[inline(always)]
+pub(crate) fn max_num(a: f64, b: f64) -> f64 {
+    if a > b { a } else { b }
+}
+
+/// The smaller of two numbers that are never NaN (see [`max_num`]).
+#[inline(always)]
+pub(crate) fn min_num(a: f64, b: f64) -> f64 {
+    if a < b { a } else { b }
+}
+
 /// The predicted cost of one step.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct StepCost {

@@ -423,11 +423,11 @@ impl DecodeRun {
     pub fn cost(&self, ctx: f64) -> StepCost {
         let (mut lt, mut flops, mut bytes) = self.token_part;
         for &(per_ctx, kv_bytes, act_bytes, cap) in &self.attn[..self.kinds] {
-            let c = ctx.min(cap);
+            let c = super::min_num(ctx, cap);
             let (f, b) = (per_ctx * c, kv_bytes * c + act_bytes);
             flops += f;
             bytes += b;
-            lt += (f * self.inv_flops_rate).max(b * self.inv_bw);
+            lt += super::max_num(f * self.inv_flops_rate, b * self.inv_bw);
         }
         let (lm_t, lm_f, lm_b) = self.lm;
         StepCost {

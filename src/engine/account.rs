@@ -6,7 +6,7 @@
 use super::running::Phase;
 use super::{Replica, Sinks, SpanKind, blocks_for, lora, offload};
 use crate::config::Admission;
-use crate::cost::{StepBatch, StepCost, StepCostModel};
+use crate::cost::{StepBatch, StepCost, StepCostModel, max_num, min_num};
 use crate::metrics::{Part, Status};
 
 /// Time-integrated statistics of one replica over the measurement window.
@@ -441,7 +441,7 @@ impl Integrals {
     #[inline(always)]
     pub(super) fn add_step(&mut self, start: f64, t_end: f64, cost: &StepCost, b: &StepBatch, used: u64) {
         // Idle beyond LONG_IDLE_S since the last step (inside the window).
-        let long = start - (self.last_step_end + crate::energy::LONG_IDLE_S).max(self.window_start);
+        let long = start - max_num(self.last_step_end + crate::energy::LONG_IDLE_S, self.window_start);
         if long > 0.0 {
             self.long_idle_s += long;
         }
@@ -449,7 +449,7 @@ impl Integrals {
         self.steps += 1;
         self.busy_whole_run += t_end - start;
         self.peak_step_tokens = self.peak_step_tokens.max(b.scheduled_tokens());
-        let dt = t_end - start.max(self.window_start);
+        let dt = t_end - max_num(start, self.window_start);
         if dt <= 0.0 {
             return;
         }
@@ -462,10 +462,11 @@ impl Integrals {
         // duration = min(c·FLOPs/peak + m·bytes/peak, duration) ([`crate::energy`]).
         let full = t_end - start;
         let work = self.power_weights.0 * cost.flops + self.power_weights.1 * cost.bytes;
-        self.activity_area += work.min(full) * frac;
+        self.activity_area += min_num(work, full) * frac;
         self.batch_area += (b.decode_seqs + b.prefill_seqs) as f64 * dt;
-        self.token_area += b.tokens() as f64 * dt;
-        self.kv_area += used as f64 * dt;
+        self.token_area += b.tokens() as i64 as f64 * dt;
+        // (Block counts are far below 2^63: a signed conversion is exact and cheaper.)
+        self.kv_area += used as i64 as f64 * dt;
         self.peak_kv_blocks = self.peak_kv_blocks.max(used);
     }
 }

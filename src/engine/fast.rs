@@ -143,7 +143,7 @@ impl<C: StepCostModel> Replica<C> {
             self.advance_d();
             ctx += n64;
             self.kv.take_growth(self.decode.blocks_needed());
-            cost = run.cost((ctx + n64) as f64);
+            cost = run.cost((ctx + n64) as i64 as f64);
             start = end;
             steps += 1;
         }
