@@ -80,6 +80,10 @@ impl DecodeGroup {
     #[inline]
     pub(super) fn phase_of(&self, d0: u64, kv0: u32) -> usize {
         let bs = self.block_size as u64;
+        if bs.is_power_of_two() {
+            // The usual sizes: masks, not divisions (the same value).
+            return (d0.wrapping_sub(kv0 as u64) & (bs - 1)) as usize;
+        }
         ((d0 % bs + bs - kv0 as u64 % bs) % bs) as usize
     }
 

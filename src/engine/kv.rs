@@ -13,7 +13,13 @@ const HASH_BLOCK: u64 = 512;
 /// Blocks needed to hold `tokens` tokens in blocks of `block_size`.
 #[inline]
 pub fn blocks_for(tokens: u64, block_size: u32) -> u64 {
-    tokens.div_ceil(block_size as u64)
+    if block_size.is_power_of_two() {
+        // The usual sizes (16, 32, 64): a shift, not a division.
+        let shift = block_size.trailing_zeros();
+        (tokens >> shift) + (tokens & (block_size as u64 - 1) != 0) as u64
+    } else {
+        tokens.div_ceil(block_size as u64)
+    }
 }
 
 /// One replica's KV blocks. Every block is free, reserved for the future
@@ -330,6 +336,17 @@ mod tests {
         assert_eq!(super::blocks_for(1, 16), 1);
         assert_eq!(super::blocks_for(16, 16), 1);
         assert_eq!(super::blocks_for(17, 16), 2);
+        // The shift for powers of two gives the division's answer, and so
+        // does the decode group's masked block phase.
+        for bs in [1u32, 2, 3, 8, 12, 16, 32, 64, 100, 256, 512] {
+            let g = super::super::decode::DecodeGroup::new(bs);
+            for t in (0..5000u64).chain([u64::MAX / 2, u64::MAX - 1, u64::MAX]) {
+                assert_eq!(super::blocks_for(t, bs), t.div_ceil(bs as u64), "{t} tokens, blocks of {bs}");
+                let (d0, kv0) = (t, (t * 7919 % 100_003) as u32);
+                let b = bs as u64;
+                assert_eq!(g.phase_of(d0, kv0), ((d0 % b + b - kv0 as u64 % b) % b) as usize);
+            }
+        }
     }
 
     /// Block `j`'s identity as it was computed block by block before runs.
