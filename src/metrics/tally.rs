@@ -177,12 +177,21 @@ struct Passage {
     arrival: f64,
     /// When it left the backlog: its first token, or its departure if it never had one.
     left: f64,
-    /// Time to first token if it completed and is measured, else NaN.
-    delay: f64,
     measured: bool,
     shed: bool,
+    /// Measured and completed: its time to first token is `left − arrival`
+    /// (kept as a flag, not a value: a run keeps a million of these).
+    completed: bool,
     /// Tokens it brought (prompt + output).
     work: f32,
+}
+
+impl Passage {
+    /// Time to first token if it completed and is measured, else NaN.
+    #[inline]
+    fn delay(&self) -> f64 {
+        if self.completed { self.left - self.arrival } else { f64::NAN }
+    }
 }
 
 /// The backlog's inputs: every passage while exact, then a fine grid.
@@ -329,9 +338,9 @@ impl Tally {
         let mut passage = Passage {
             arrival: r.arrival,
             left,
-            delay: f64::NAN,
             measured,
             shed: false,
+            completed: false,
             work: (r.prompt as u64 + r.output as u64) as f32,
         };
         if measured {
@@ -344,9 +353,8 @@ impl Tally {
                 r.status,
                 Status::Rejected(RejectReason::QueueFull | RejectReason::TimedOut | RejectReason::RateLimited)
             );
-            if r.status == Status::Completed {
-                passage.delay = r.ttft();
-            }
+            // Its first token is `left` (r.ttft() = first_token − arrival).
+            passage.completed = r.status == Status::Completed;
             self.span = (self.span.0.min(r.arrival), self.span.1.max(r.arrival));
             // Requests that reached a decode pool: the KV of all but their prompt's
             // last token crossed the link (the decode side recomputes that one).
@@ -419,7 +427,7 @@ impl Tally {
                     b.add(p.arrival, p.left);
                 }
                 for p in v.iter().filter(|p| p.measured) {
-                    b.measure(p.arrival, p.shed, p.delay, p.work as f64);
+                    b.measure(p.arrival, p.shed, p.delay(), p.work as f64);
                 }
                 b
             }
@@ -436,6 +444,6 @@ impl Tally {
 fn pass(f: &mut FineBacklog, p: &Passage) {
     f.add(p.arrival, p.left);
     if p.measured {
-        f.measure(p.arrival, p.shed, p.delay, p.work as f64);
+        f.measure(p.arrival, p.shed, p.delay(), p.work as f64);
     }
 }
