@@ -342,7 +342,7 @@ mod tests {
             let g = super::super::decode::DecodeGroup::new(bs);
             for t in (0..5000u64).chain([u64::MAX / 2, u64::MAX - 1, u64::MAX]) {
                 assert_eq!(super::blocks_for(t, bs), t.div_ceil(bs as u64), "{t} tokens, blocks of {bs}");
-                let (d0, kv0) = (t, (t * 7919 % 100_003) as u32);
+                let (d0, kv0) = (t, (t.wrapping_mul(7919) % 100_003) as u32);
                 let b = bs as u64;
                 assert_eq!(g.phase_of(d0, kv0), ((d0 % b + b - kv0 as u64 % b) % b) as usize);
             }
