@@ -58,7 +58,10 @@ impl<C: StepCostModel> Replica<C> {
             self.account_step(end);
             let attributing = sinks.records.attributing();
             if attributing {
-                self.clocks.decode_step(end - self.step.start, 0.0, 0.0);
+                // As `attribute_step` splits a pure decode step: its own
+                // compute, no stall, and the swap copies it waited for.
+                let swap = self.step.swap_time;
+                self.clocks.decode_step(end - self.step.start - swap, 0.0, swap);
             }
             self.pending_tokens -= self.decode.n as u64;
             self.decode_tokens_out(end, sinks, attributing);
@@ -122,6 +125,7 @@ impl<C: StepCostModel> Replica<C> {
         let mut acc = self.integrals();
         let (mut start, mut cost, mut ctx) = (self.step.start, self.step.cost, self.decode.ctx);
         let mut last_end = self.decode.last_end;
+        let mut swap = self.step.swap_time;
         let mut a = *area;
         let mut steps = 0u64;
         loop {
@@ -136,8 +140,10 @@ impl<C: StepCostModel> Replica<C> {
             a += in_system * (end - start);
             acc.add_step(start, end, &cost, &batch, self.kv.used());
             if attributing {
-                self.clocks.decode_step(end - start, 0.0, 0.0);
+                // (Only the run's first step, formed by `form_step`, may have waited for swap copies.)
+                self.clocks.decode_step(end - start - swap, 0.0, swap);
             }
+            swap = 0.0;
             super::account::itl_gap(sinks.itl, &self.decode.n_class, end - last_end);
             last_end = end;
             self.advance_d();
