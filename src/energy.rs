@@ -50,7 +50,7 @@ pub const LOADED_IDLE: f64 = 0.16;
 
 /// Seconds without a step after which a serving replica's GPUs leave the
 /// serving floor for [`LOADED_IDLE`]. An assumption, not a measurement:
-/// the Splitwise fit of [`IDLE`] includes gaps of seconds between requests,
+/// the Splitwise fit of `IDLE` includes gaps of seconds between requests,
 /// and no published measurement we have times the drop; "idle for minutes"
 /// is where the loaded-idle figure was measured.
 pub const LONG_IDLE_S: f64 = 60.0;

@@ -124,7 +124,7 @@ const TYPE_WORDS: [(&str, &str); 12] = [
     ("a sequence", "a list, e.g. [1, 2]"),
 ];
 
-/// "invalid type: X, expected T" in plain words: "expected <T in words>, found X".
+/// "invalid type: X, expected T" in plain words: "expected `<T in words>`, found X".
 pub fn plain_type_message(msg: &str) -> String {
     let Some(rest) = msg.strip_prefix("invalid type: ") else { return msg.to_string() };
     let Some((found, expected)) = rest.split_once(", expected ") else { return msg.to_string() };

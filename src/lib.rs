@@ -21,7 +21,7 @@
 //! - [`config`]: the scenario (typed, validated, with defaults);
 //! - [`spec`]: what an LLM architecture and a GPU are (plain data);
 //! - [`catalog`]: the shipped and user LLM architectures, GPU and engine profiles;
-//! - [`resolve`]: a scenario against the catalogue, giving the [`Setup`];
+//! - [`resolve`](mod@resolve): a scenario against the catalogue, giving the [`Setup`];
 //! - [`workload`]: lazy request generation; [`rng`]: every random stream;
 //! - [`cost`]: step-time prediction behind the [`cost::StepCostModel`] trait;
 //! - [`memory`]: weights, activations and KV capacity;
@@ -38,12 +38,12 @@
 //!
 //! ## Where I/O happens
 //! Files are read or written only at these edges: [`cli`]; [`scenario`]
-//! (the scenario file); [`catalog`] (a user's models folder); [`resolve`],
+//! (the scenario file); [`catalog`] (a user's models folder); [`resolve`](mod@resolve),
 //! which reads the trace and length files a workload names, through a
 //! process-wide cache in [`workload::plan`]; [`sweep`] (appends
 //! `points.jsonl` as points finish, writes the sweep files); [`plot`] and
 //! [`export`] (charts and output files), all through [`files`]; [`validate`], [`calibrate`] and
-//! [`measured`] (their data sets); [`bench`]; [`explain`] (a results folder's
+//! [`measured`] (their data sets); [`bench`](mod@bench); [`explain`] (a results folder's
 //! manifest and summary, and the explanation it writes back); [`playground`]
 //! (a loopback-only HTTP server). The simulation itself — [`sim`],
 //! [`engine`], [`cluster`], [`cost`], [`memory`], [`metrics`] and the

@@ -105,7 +105,7 @@ impl Default for Limits {
 }
 
 /// Most requests a run may hold at once (in flight or waiting) within this
-/// process's memory limit, beyond what [`Estimate::memory_bytes`] counted:
+/// process's memory limit, beyond what [`crate::resolve::Estimate::memory_bytes`] counted:
 /// the simulation stops an overloaded run whose backlog passes it.
 pub fn max_live_requests() -> usize {
     let l = current();

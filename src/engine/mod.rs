@@ -19,7 +19,7 @@
 //!
 //! # Cost per step
 //! Decoding sequences are not visited on every step: the decode group
-//! ([`decode`]) keeps their aggregates, and a sequence is touched only when
+//! (`decode`) keeps their aggregates, and a sequence is touched only when
 //! it is admitted, finishes a prefill chunk, is preempted or completes.
 //!
 //! # Parts

@@ -71,7 +71,7 @@ pub(crate) fn check_out_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Creates an output folder (and its parents), after [`check_out_dir`].
+/// Creates an output folder (and its parents), after `check_out_dir`.
 pub fn create_out_dir(dir: &Path) -> Result<()> {
     check_out_dir(dir)?;
     std::fs::create_dir_all(dir).map_err(crate::error::at("create", dir))

@@ -1,4 +1,4 @@
-//! The discrete-event loop: [`EventLoop`] owns the clock, the event queue,
+//! The discrete-event loop: `EventLoop` owns the clock, the event queue,
 //! the replicas and the routers, with one method per event kind.
 //!
 //! # Ordering and determinism

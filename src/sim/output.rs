@@ -13,7 +13,7 @@ pub struct SimOutput {
     /// [`TIMELINE_REQUESTS`] (for the timeline chart).
     pub records: Vec<RequestRecord>,
     /// Latency parts of the kept `records`, by id (empty unless the run
-    /// kept its records with [`Setup::attribution`] on). Defined for
+    /// kept its records with [`crate::Setup::attribution`] on). Defined for
     /// completed requests only: a request refused while waiting, or still
     /// waiting at the end, keeps an open wait (negative entries).
     pub parts: Vec<crate::metrics::Parts>,

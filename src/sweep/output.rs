@@ -170,7 +170,7 @@ pub const LOAD_KEYS: [&str; 4] =
 
 /// The sweep chart data of each point that ran, then (with a `[baseline]`)
 /// each point's baseline as a family of its own, "baseline" or "baseline of
-/// <family>": the point's mean minus the mean paired difference. A
+/// `<family>`": the point's mean minus the mean paired difference. A
 /// baseline's stability is not recorded, so its points are never flagged.
 pub fn chart_points(points: &[PointResult], base_rate: Option<f64>) -> Vec<SweepPoint> {
     let mut out = own_chart_points(points, base_rate);

@@ -14,7 +14,7 @@ pub enum TraceFormat {
     Azure,
     /// Mooncake JSON lines: `timestamp` (ms), `input_length`, `output_length`, `hash_ids`.
     Mooncake,
-    /// Generic CSV with a header row; columns named by [`Columns`].
+    /// Generic CSV with a header row; columns named by [`crate::workload::trace::Columns`].
     Csv,
     /// The detailed result JSON of `vllm bench serve` (`input_lens`, `output_lens`, `start_times`).
     VllmJson,

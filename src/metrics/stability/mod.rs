@@ -507,13 +507,13 @@ const FINE_PER_CELL: usize = 64;
 const FINE: usize = CELLS * FINE_PER_CELL * 2;
 
 /// The backlog of a run too long to keep every request's passage: the same
-/// accumulators as [`Backlog`], on a grid of [`FINE`] cells from `origin`
+/// accumulators as [`Backlog`], on a grid of `FINE` cells from `origin`
 /// (the first measured arrival) whose cells double in width as the run
 /// extends, so that requests may come before the measured span is known.
 /// At the end ([`FineBacklog::into_backlog`]) they are re-binned onto the
 /// [`CELLS`] cells over the measured span, each fine cell whole into one:
 /// an event may move across a cell boundary by at most one fine cell:
-/// 1/[`FINE_PER_CELL`] of a cell while the grid (which must reach the last
+/// 1/`FINE_PER_CELL` of a cell while the grid (which must reach the last
 /// departure) is at most twice the measured arrival span, proportionally
 /// more when the queue drains for longer than the arrivals lasted.
 #[derive(Debug, Clone)]

@@ -21,8 +21,8 @@
 //! a hint on how to fix it. With `skip_bad`, bad data rows are counted and dropped instead.
 
 //!
-//! One file per format ([`csv`] for Azure and generic CSV, [`mooncake`], [`vllm`]); [`scan`] holds
-//! what they share (the row builder, number parsing, messages) and [`datetime`] the calendar
+//! One file per format (`csv` for Azure and generic CSV, `mooncake`, `vllm`); `scan` holds
+//! what they share (the row builder, number parsing, messages) and `datetime` the calendar
 //! arithmetic.
 
 mod csv;
