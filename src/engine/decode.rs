@@ -184,6 +184,6 @@ impl DecodeGroup {
     /// No sequence finishes at the decode step in flight (step `d`).
     #[inline]
     pub(super) fn none_due_now(&self) -> bool {
-        self.finish.peek().is_none_or(|Reverse(e)| e.0 > self.d)
+        self.first_finish() > self.d
     }
 }
