@@ -448,7 +448,7 @@ impl Integrals {
         self.last_step_end = t_end;
         self.steps += 1;
         self.busy_whole_run += t_end - start;
-        self.peak_step_tokens = self.peak_step_tokens.max(b.scheduled_tokens());
+        self.peak_tokens(b.scheduled_tokens());
         let dt = t_end - max_num(start, self.window_start);
         if dt <= 0.0 {
             return;
@@ -468,6 +468,46 @@ impl Integrals {
         // (Block counts are far below 2^63: a signed conversion is exact and cheaper.)
         self.kv_area += used as i64 as f64 * dt;
         self.peak_kv_blocks = self.peak_kv_blocks.max(used);
+    }
+}
+
+impl Integrals {
+    /// Whether a step starting at `start` and every step back to back
+    /// after it lie inside the window with no long idle before them: then
+    /// [`Self::add_inside`] adds what [`Self::add_step`] would (the window's
+    /// cut is a factor 1 and the idle test is negative).
+    #[inline(always)]
+    pub(super) fn inside(&self, start: f64) -> bool {
+        start >= self.window_start && self.last_step_end + crate::energy::LONG_IDLE_S >= start
+    }
+
+    /// [`Self::add_step`] for a step that [`Self::inside`] admits, or that
+    /// follows one back to back, of `seqs` sequences and `tokens` tokens
+    /// (their peak is the caller's): the same sums with the same values.
+    #[inline(always)]
+    pub(super) fn add_inside(&mut self, start: f64, t_end: f64, cost: &StepCost, seqs: f64, tokens: f64, used: u64) {
+        self.last_step_end = t_end;
+        self.steps += 1;
+        let dt = t_end - start;
+        self.busy_whole_run += dt;
+        if dt <= 0.0 {
+            return;
+        }
+        self.busy += dt;
+        self.flops += cost.flops;
+        self.bytes += cost.bytes;
+        let work = self.power_weights.0 * cost.flops + self.power_weights.1 * cost.bytes;
+        self.activity_area += min_num(work, dt);
+        self.batch_area += seqs * dt;
+        self.token_area += tokens * dt;
+        self.kv_area += used as i64 as f64 * dt;
+        self.peak_kv_blocks = self.peak_kv_blocks.max(used);
+    }
+
+    /// Counts a step of `tokens` scheduled tokens in the whole run's peak.
+    #[inline(always)]
+    pub(super) fn peak_tokens(&mut self, tokens: u64) {
+        self.peak_step_tokens = self.peak_step_tokens.max(tokens);
     }
 }
 

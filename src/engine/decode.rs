@@ -16,7 +16,7 @@ use std::collections::BinaryHeap;
 /// Aggregates of the decoding sequences.
 #[derive(Debug, Clone)]
 pub(super) struct DecodeGroup {
-    block_size: u32,
+    pub(super) block_size: u32,
     /// Decode steps run so far.
     pub(super) d: u64,
     /// `d mod block_size`, kept incrementally (a division per step is costly).

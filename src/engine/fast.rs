@@ -3,6 +3,7 @@
 //! in the same order as [`Replica::finish_step`] and [`Replica::form_step`].
 
 use super::{Replica, Sinks};
+use crate::config::Admission;
 use crate::cost::{DecodeRun, StepBatch, StepCostModel};
 
 impl<C: StepCostModel> Replica<C> {
@@ -44,14 +45,18 @@ impl<C: StepCostModel> Replica<C> {
             if self.decode.joiners.is_empty() && self.lora.is_none() && self.has_decode_run(self.decode.n) {
                 // (Lent out of the replica for the run: it is read, not copied.)
                 let runs = std::mem::take(&mut self.decode_runs);
-                if let Some(run) = &runs[self.decode.n as usize] {
-                    self.decode_run(run, horizon, sinks, check, area, in_system);
-                }
+                let steps = match &runs[self.decode.n as usize] {
+                    Some(run) => self.decode_run(run, horizon, sinks, check, area, in_system),
+                    None => 0,
+                };
                 self.decode_runs = runs;
-                if check && let Err(m) = self.check_invariants() {
-                    panic!("replica {} at t = {} (decode run): {m}", self.id, self.step.start);
+                if steps > 0 {
+                    if check && let Err(m) = self.check_invariants() {
+                        panic!("replica {} at t = {} (decode run): {m}", self.id, self.step.start);
+                    }
+                    continue;
                 }
-                continue;
+                // (The next step would evict cached blocks: it runs below.)
             }
             // Finish the step in flight (pure decode, no completion).
             *area += in_system as f64 * (end - self.step.start);
@@ -102,11 +107,13 @@ impl<C: StepCostModel> Replica<C> {
     /// Steady decode steps of an unchanging batch (no joiner, no LoRA),
     /// priced by `run`: the loop of [`Self::fast_forward`] with what cannot
     /// change inside the run checked once, and the clock, the context, the
-    /// integrals and the Little's-law area in locals, written back at the
-    /// end. It stops before the step in flight when that step ends at or
-    /// after `horizon`, when a sequence finishes in it, or when the next
-    /// step's blocks would not fit; the general loop then looks again. With
-    /// `check`, it runs one step at most (the caller checks the invariants).
+    /// decode step, the free blocks, the integrals and the Little's-law area
+    /// in locals, written back at the end. It stops before the step in
+    /// flight when that step ends at or after `horizon`, when a sequence
+    /// finishes in it, when the next step's blocks would not fit or would
+    /// evict cached blocks; the general loop then looks again. With `check`,
+    /// it runs one step at most (the caller checks the invariants). Returns
+    /// the steps run.
     fn decode_run(
         &mut self,
         run: &DecodeRun,
@@ -115,54 +122,94 @@ impl<C: StepCostModel> Replica<C> {
         check: bool,
         area: &mut f64,
         in_system: u64,
-    ) {
+    ) -> u64 {
         let n = self.decode.n;
         let n64 = n as u64;
         let finish = self.decode.first_finish();
         let attributing = sinks.records.attributing();
         let in_system = in_system as f64;
         let batch = StepBatch::decoding(n, 0.0, self.p.spec_k);
+        let (seqs, tokens) = ((batch.decode_seqs + batch.prefill_seqs) as f64, batch.tokens() as i64 as f64);
+        // The one class measured, if one: its histogram takes every gap.
+        let mut measured = self.decode.n_class.iter().enumerate().filter(|(_, c)| **c > 0);
+        let single = match (measured.next(), measured.next()) {
+            (Some((k, &c)), None) => Some((k, c as u64)),
+            _ => None,
+        };
+        let reserve = self.p.admission == Admission::Reserve;
+        let (_, floor, decay) = self.p.new_token_ratio;
+        let mut ratio = self.ratio;
         let mut acc = self.integrals();
         let (mut start, mut cost, mut ctx) = (self.step.start, self.step.cost, self.decode.ctx);
+        let inside = acc.inside(start);
+        let (mut d, mut d_mod, bs) = (self.decode.d, self.decode.d_mod, self.decode.block_size);
+        let phase = &self.decode.phase_count;
+        let (mut free, mut reserved, evictable) = (self.kv.free, self.kv.reserved, self.kv.cache.evictable);
+        let mut used = self.kv.used();
         let mut last_end = self.decode.last_end;
         let mut swap = self.step.swap_time;
         let mut a = *area;
         let mut steps = 0u64;
         loop {
             let end = start + cost.time;
+            // The blocks the next step takes as every sequence grows by one token.
+            let next_mod = if d_mod + 1 == bs { 0 } else { d_mod + 1 };
+            let need = phase[next_mod as usize] as u64;
+            let from_reserve = need.min(reserved);
             if end >= horizon
-                || self.decode.d >= finish
-                || !self.kv.fits_growth(self.decode.blocks_needed_after())
+                || d >= finish
+                || need > free + reserved
+                || (evictable > 0 && need - from_reserve > free - evictable)
                 || (check && steps == 1)
             {
                 break;
             }
             a += in_system * (end - start);
-            acc.add_step(start, end, &cost, &batch, self.kv.used());
+            if inside {
+                acc.add_inside(start, end, &cost, seqs, tokens, used);
+            } else {
+                acc.add_step(start, end, &cost, &batch, used);
+            }
             if attributing {
                 // (Only the run's first step, formed by `form_step`, may have waited for swap copies.)
                 self.clocks.decode_step(end - start - swap, 0.0, swap);
             }
             swap = 0.0;
-            super::account::itl_gap(sinks.itl, &self.decode.n_class, end - last_end);
+            match single {
+                Some((k, c)) => sinks.itl[k].add(end - last_end, c),
+                None => super::account::itl_gap(sinks.itl, &self.decode.n_class, end - last_end),
+            }
             last_end = end;
-            self.advance_d();
+            d += 1;
+            d_mod = next_mod;
+            if reserve {
+                ratio = (ratio - decay).max(floor);
+            }
             ctx += n64;
-            self.kv.take_growth(self.decode.blocks_needed());
+            reserved -= from_reserve;
+            free -= need - from_reserve;
+            used += need;
             cost = run.cost((ctx + n64) as i64 as f64);
             start = end;
             steps += 1;
         }
         if steps > 0 {
+            acc.peak_tokens(batch.scheduled_tokens());
             self.set_integrals(acc);
             self.pending_tokens -= steps * n64;
+            self.ratio = ratio;
+            self.decode.d = d;
+            self.decode.d_mod = d_mod;
             self.decode.ctx = ctx;
             self.decode.last_end = last_end;
+            self.kv.free = free;
+            self.kv.reserved = reserved;
             self.step.batch = StepBatch::decoding(n, (ctx + n64) as f64, self.p.spec_k);
             self.step.cost = cost;
             self.step.swap_time = 0.0;
             self.step.start = start;
             *area = a;
         }
+        steps
     }
 }
