@@ -11,7 +11,7 @@
 use super::kv::blocks_for;
 use super::running::Seq;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 /// Aggregates of the decoding sequences.
 #[derive(Debug, Clone)]
@@ -34,7 +34,7 @@ pub(super) struct DecodeGroup {
     /// of them cross into a new block at the next decode step.
     pub(super) phase_count: Vec<u32>,
     /// (decode step of the last token, slot, slot version), earliest first.
-    finish: BinaryHeap<Reverse<(u64, u32, u32)>>,
+    finish: Finishes,
     /// Sequences that joined since the last decode step ended.
     pub(super) joiners: Vec<u32>,
     /// End of the last decode step.
@@ -55,7 +55,7 @@ impl DecodeGroup {
             ctx: 0,
             rem_base: 0,
             phase_count: vec![0; block_size as usize],
-            finish: BinaryHeap::new(),
+            finish: Finishes::default(),
             joiners: Vec::new(),
             last_end: 0.0,
             extra_pending: 0,
@@ -136,7 +136,7 @@ impl DecodeGroup {
         let left = s.output - s.generated;
         self.rem_base += left as u64 + self.d;
         let finish_at = self.d + if units > 0 { units } else { left } as u64 - 1;
-        self.finish.push(Reverse((finish_at, i, s.version)));
+        self.finish.push((finish_at, i, s.version));
         self.joiners.push(i);
         self.d
     }
@@ -167,7 +167,7 @@ impl DecodeGroup {
     /// caller checks that the slot still holds that version.
     #[inline]
     pub(super) fn pop_due(&mut self, step: u64) -> Option<(u32, u32)> {
-        let &Reverse((at, i, version)) = self.finish.peek()?;
+        let (at, i, version) = self.finish.first;
         if at > step {
             return None;
         }
@@ -178,12 +178,63 @@ impl DecodeGroup {
     /// The first decode step at which a sequence finishes (`u64::MAX`: none).
     #[inline]
     pub(super) fn first_finish(&self) -> u64 {
-        self.finish.peek().map_or(u64::MAX, |Reverse(e)| e.0)
+        self.finish.first.0
     }
 
     /// No sequence finishes at the decode step in flight (step `d`).
     #[inline]
     pub(super) fn none_due_now(&self) -> bool {
         self.first_finish() > self.d
+    }
+}
+
+/// An entry of [`Finishes`]: (decode step of the last token, slot, slot version).
+type Finish = (u64, u32, u32);
+
+/// The decode group's completions, taken smallest first. Entries pushed
+/// in order (each at least the last) queue in a list, the others in a
+/// heap: sequences of one output length finish in the order they joined,
+/// and then no entry is sifted through the heap. The smallest entry is
+/// kept at hand. Entries are taken in their order either way.
+#[derive(Debug, Clone)]
+struct Finishes {
+    /// Entries pushed in increasing order.
+    sorted: VecDeque<Finish>,
+    /// The others.
+    heap: BinaryHeap<Reverse<Finish>>,
+    /// The smallest entry ([`Finishes::NONE`] when empty).
+    first: Finish,
+}
+
+impl Default for Finishes {
+    fn default() -> Self {
+        Finishes { sorted: VecDeque::new(), heap: BinaryHeap::new(), first: Self::NONE }
+    }
+}
+
+impl Finishes {
+    /// Above every entry (no sequence finishes at step `u64::MAX`).
+    const NONE: Finish = (u64::MAX, u32::MAX, u32::MAX);
+
+    #[inline]
+    fn push(&mut self, e: Finish) {
+        if self.sorted.back().is_none_or(|&b| b <= e) {
+            self.sorted.push_back(e);
+        } else {
+            self.heap.push(Reverse(e));
+        }
+        self.first = self.first.min(e);
+    }
+
+    /// Removes the smallest entry.
+    #[inline]
+    fn pop(&mut self) {
+        if self.sorted.front() == Some(&self.first) {
+            self.sorted.pop_front();
+        } else {
+            self.heap.pop();
+        }
+        let front = self.sorted.front().copied().unwrap_or(Self::NONE);
+        self.first = self.heap.peek().map_or(front, |r| r.0.min(front));
     }
 }

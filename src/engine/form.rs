@@ -156,6 +156,7 @@ impl<C: StepCostModel> Replica<C> {
             self.clocks.block = Block::Kv;
         } else {
             while budget > 0
+                && !self.waiting.is_empty()
                 && self.running.len() < self.max_running()
                 && self.try_admit(
                     now,
