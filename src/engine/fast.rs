@@ -127,7 +127,6 @@ impl<C: StepCostModel> Replica<C> {
         let n64 = n as u64;
         let finish = self.decode.first_finish();
         let attributing = sinks.records.attributing();
-        let in_system = in_system as f64;
         let batch = StepBatch::decoding(n, 0.0, self.p.spec_k);
         let (seqs, tokens) = ((batch.decode_seqs + batch.prefill_seqs) as f64, batch.tokens() as i64 as f64);
         // The one class measured, if one: its histogram takes every gap.
@@ -136,63 +135,65 @@ impl<C: StepCostModel> Replica<C> {
             (Some((k, &c)), None) => Some((k, c as u64)),
             _ => None,
         };
-        let reserve = self.p.admission == Admission::Reserve;
-        let (_, floor, decay) = self.p.new_token_ratio;
-        let mut ratio = self.ratio;
-        let mut acc = self.integrals();
-        let (mut start, mut cost, mut ctx) = (self.step.start, self.step.cost, self.decode.ctx);
-        let inside = acc.inside(start);
-        let (mut d, mut d_mod, bs) = (self.decode.d, self.decode.d_mod, self.decode.block_size);
+        let fixed = RunFixed {
+            horizon,
+            finish,
+            bs: self.decode.block_size,
+            evictable: self.kv.cache.evictable,
+            check,
+            inside: self.integrals().inside(self.step.start),
+            attributing,
+            reserve: self.p.admission == Admission::Reserve,
+            ratio_floor_decay: (self.p.new_token_ratio.1, self.p.new_token_ratio.2),
+            in_system: in_system as f64,
+            seqs,
+            tokens,
+            n64,
+            single,
+        };
+        let mut st = RunState {
+            acc: self.integrals(),
+            start: self.step.start,
+            cost: self.step.cost,
+            ctx: self.decode.ctx,
+            d: self.decode.d,
+            d_mod: self.decode.d_mod,
+            free: self.kv.free,
+            reserved: self.kv.reserved,
+            used: self.kv.used(),
+            last_end: self.decode.last_end,
+            swap: self.step.swap_time,
+            a: *area,
+            ratio: self.ratio,
+            steps: 0,
+        };
+        let plain =
+            fixed.inside && fixed.single.is_some() && !attributing && !fixed.reserve && !check && fixed.evictable == 0;
         let phase = &self.decode.phase_count;
-        let (mut free, mut reserved, evictable) = (self.kv.free, self.kv.reserved, self.kv.cache.evictable);
-        let mut used = self.kv.used();
-        let mut last_end = self.decode.last_end;
-        let mut swap = self.step.swap_time;
-        let mut a = *area;
-        let mut steps = 0u64;
-        loop {
-            let end = start + cost.time;
-            // The blocks the next step takes as every sequence grows by one token.
-            let next_mod = if d_mod + 1 == bs { 0 } else { d_mod + 1 };
-            let need = phase[next_mod as usize] as u64;
-            let from_reserve = need.min(reserved);
-            if end >= horizon
-                || d >= finish
-                || need > free + reserved
-                || (evictable > 0 && need - from_reserve > free - evictable)
-                || (check && steps == 1)
-            {
-                break;
-            }
-            a += in_system * (end - start);
-            if inside {
-                acc.add_inside(start, end, &cost, seqs, tokens, used);
-            } else {
-                acc.add_step(start, end, &cost, &batch, used);
-            }
-            if attributing {
-                // (Only the run's first step, formed by `form_step`, may have waited for swap copies.)
-                self.clocks.decode_step(end - start - swap, 0.0, swap);
-            }
-            swap = 0.0;
-            match single {
-                Some((k, c)) => sinks.itl[k].add(end - last_end, c),
-                None => super::account::itl_gap(sinks.itl, &self.decode.n_class, end - last_end),
-            }
-            last_end = end;
-            d += 1;
-            d_mod = next_mod;
-            if reserve {
-                ratio = (ratio - decay).max(floor);
-            }
-            ctx += n64;
-            reserved -= from_reserve;
-            free -= need - from_reserve;
-            used += need;
-            cost = run.cost((ctx + n64) as i64 as f64);
-            start = end;
-            steps += 1;
+        if plain {
+            decode_steps::<true>(
+                &fixed,
+                &mut st,
+                run,
+                &batch,
+                phase,
+                sinks.itl,
+                &self.decode.n_class,
+                &mut self.clocks,
+            );
+        } else {
+            decode_steps::<false>(
+                &fixed,
+                &mut st,
+                run,
+                &batch,
+                phase,
+                sinks.itl,
+                &self.decode.n_class,
+                &mut self.clocks,
+            );
         }
+        let RunState { mut acc, start, cost, ctx, d, d_mod, free, reserved, last_end, a, ratio, steps, .. } = st;
         if steps > 0 {
             acc.peak_tokens(batch.scheduled_tokens());
             self.set_integrals(acc);
@@ -212,4 +213,130 @@ impl<C: StepCostModel> Replica<C> {
         }
         steps
     }
+}
+
+/// What a decode run reads and never changes (see [`Replica::decode_run`]).
+struct RunFixed {
+    horizon: f64,
+    /// The first decode step at which a sequence finishes.
+    finish: u64,
+    /// Tokens per KV block.
+    bs: u32,
+    /// Cached blocks that a take would evict first.
+    evictable: u64,
+    check: bool,
+    /// Every step lies inside the window ([`super::account::Integrals::inside`]).
+    inside: bool,
+    attributing: bool,
+    /// `admission = "reserve"`: the new-token ratio decays each step, to (floor, decay).
+    reserve: bool,
+    ratio_floor_decay: (f64, f64),
+    in_system: f64,
+    /// Sequences and tokens of each step.
+    seqs: f64,
+    tokens: f64,
+    n64: u64,
+    /// The one measured class and its sequences, if one.
+    single: Option<(usize, u64)>,
+}
+
+/// What a decode run advances, written back at its end.
+struct RunState {
+    acc: super::account::Integrals,
+    start: f64,
+    cost: crate::cost::StepCost,
+    ctx: u64,
+    d: u64,
+    d_mod: u32,
+    free: u64,
+    reserved: u64,
+    used: u64,
+    last_end: f64,
+    swap: f64,
+    a: f64,
+    ratio: f64,
+    steps: u64,
+}
+
+/// The steps of a decode run ([`Replica::decode_run`]). `PLAIN`: the run
+/// lies inside the window, one class is measured, and nothing is
+/// attributed, checked, evicted or decayed; the loop is then compiled
+/// without those branches. The same sums in the same order either way.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn decode_steps<const PLAIN: bool>(
+    f: &RunFixed,
+    st: &mut RunState,
+    run: &DecodeRun,
+    batch: &StepBatch,
+    phase: &[u32],
+    itl: &mut [crate::metrics::LogHistogram],
+    n_class: &[u32],
+    clocks: &mut super::attribution::Clocks,
+) {
+    let (k, c) = f.single.unwrap_or((0, 0));
+    let RunState { acc, start, cost, ctx, d, d_mod, free, reserved, used, last_end, swap, a, ratio, steps } = st;
+    let (mut start, mut cost, mut ctx, mut d, mut d_mod) = (*start, *cost, *ctx, *d, *d_mod);
+    let (mut free, mut reserved, mut used, mut last_end, mut swap) = (*free, *reserved, *used, *last_end, *swap);
+    let (mut a, mut ratio, mut n_steps, mut acc_l) = (*a, *ratio, *steps, *acc);
+    loop {
+        let end = start + cost.time;
+        // The blocks the next step takes as every sequence grows by one token.
+        let next_mod = if d_mod + 1 == f.bs { 0 } else { d_mod + 1 };
+        let need = phase[next_mod as usize] as u64;
+        let from_reserve = need.min(reserved);
+        if end >= f.horizon
+            || d >= f.finish
+            || need > free + reserved
+            || (!PLAIN && f.evictable > 0 && need - from_reserve > free - f.evictable)
+            || (!PLAIN && f.check && n_steps == 1)
+        {
+            break;
+        }
+        a += f.in_system * (end - start);
+        if PLAIN || f.inside {
+            acc_l.add_inside(start, end, &cost, f.seqs, f.tokens, used);
+        } else {
+            acc_l.add_step(start, end, &cost, batch, used);
+        }
+        if !PLAIN && f.attributing {
+            // (Only the run's first step, formed by `form_step`, may have waited for swap copies.)
+            clocks.decode_step(end - start - swap, 0.0, swap);
+        }
+        swap = 0.0;
+        if PLAIN || f.single.is_some() {
+            itl[k].add(end - last_end, c);
+        } else {
+            super::account::itl_gap(itl, n_class, end - last_end);
+        }
+        last_end = end;
+        d += 1;
+        d_mod = next_mod;
+        if !PLAIN && f.reserve {
+            ratio = (ratio - f.ratio_floor_decay.1).max(f.ratio_floor_decay.0);
+        }
+        ctx += f.n64;
+        reserved -= from_reserve;
+        free -= need - from_reserve;
+        used += need;
+        cost = run.cost((ctx + f.n64) as i64 as f64);
+        start = end;
+        n_steps += 1;
+    }
+    *st = RunState {
+        acc: acc_l,
+        start,
+        cost,
+        ctx,
+        d,
+        d_mod,
+        free,
+        reserved,
+        used,
+        last_end,
+        swap,
+        a,
+        ratio,
+        steps: n_steps,
+    };
 }
