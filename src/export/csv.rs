@@ -38,16 +38,17 @@ pub const COLUMNS: &[&str] = &[
     "clipped",
 ];
 
-/// Appends `x` rounded to `10^-decimals` in fixed point, then a comma.
-fn fixed(out: &mut Vec<u8>, ib: &mut itoa::Buffer, x: f64, decimals: u32) {
+/// Appends `x` rounded to `10^-D` in fixed point, then a comma.
+#[inline]
+fn fixed<const D: u32>(out: &mut Vec<u8>, ib: &mut itoa::Buffer, x: f64) {
     if x.is_finite() {
-        let v = (x * 10i64.pow(decimals) as f64).round() as i64;
+        let v = round_to_i64(x * const { 10i64.pow(D) as f64 });
         if v < 0 {
             out.push(b'-');
         }
-        // The digits of |v| once, with the point put in before the last `decimals`.
+        // The digits of |v| once, with the point put in before the last `D`.
         let digits = ib.format(v.unsigned_abs()).as_bytes();
-        let d = decimals as usize;
+        let d = D as usize;
         if digits.len() > d {
             let (int, frac) = digits.split_at(digits.len() - d);
             out.extend_from_slice(int);
@@ -60,6 +61,21 @@ fn fixed(out: &mut Vec<u8>, ib: &mut itoa::Buffer, x: f64, decimals: u32) {
         }
     }
     out.push(b',');
+}
+
+/// `y.round() as i64` (halves away from zero) without a call into the C
+/// library: below 2^52 in magnitude the fraction `y − trunc(y)` is exact,
+/// above it `y` is already whole.
+#[inline]
+fn round_to_i64(y: f64) -> i64 {
+    if y.abs() < 4_503_599_627_370_496.0 {
+        let t = y as i64;
+        let f = y - t as f64;
+        // (Comparisons, not branches: the sign of a fraction is a coin toss.)
+        t + (f >= 0.5) as i64 - (f <= -0.5) as i64
+    } else {
+        y.round() as i64
+    }
 }
 
 struct Ctx<'a> {
@@ -108,10 +124,10 @@ fn row(
     int(line, ib, r.generated as u64);
     int(line, ib, r.preemptions as u64);
     for x in [r.arrival, r.admitted, r.first_scheduled, r.first_token, r.last_token] {
-        fixed(line, ib, x, 6);
+        fixed::<6>(line, ib, x);
     }
     for x in [r.preprocess(), r.queue_delay(), r.ttft(), r.tpot(), r.e2e()] {
-        fixed(line, ib, x * 1e3, 3);
+        fixed::<3>(line, ib, x * 1e3);
     }
     match slo_met {
         Some(true) => line.push(b'1'),
@@ -135,7 +151,7 @@ fn row(
         line.push(b',');
         for &x in parts {
             if r.status == Status::Completed {
-                fixed(line, ib, x * 1e3, 6);
+                fixed::<6>(line, ib, x * 1e3);
             } else {
                 line.push(b',');
             }
@@ -321,6 +337,13 @@ mod tests {
             -1e-9,
             999.9999995,
             12345.678901,
+            0.0025,
+            -0.0025,
+            0.0000025,
+            4_503_599_627.370_495,
+            -4_503_599_627.370_497,
+            1e13,
+            -1e19,
             f64::NAN,
             f64::INFINITY,
         ];
@@ -329,11 +352,25 @@ mod tests {
             m * 10f64.powi(rng.random_range(-8..10))
         });
         for x in special.into_iter().chain(random) {
-            for d in [3, 6] {
-                let mut out = Vec::new();
-                super::fixed(&mut out, &mut ib, x, d);
-                assert_eq!(String::from_utf8(out).unwrap(), two_parts(x, d), "{x} to {d} places");
-            }
+            let (mut three, mut six) = (Vec::new(), Vec::new());
+            super::fixed::<3>(&mut three, &mut ib, x);
+            super::fixed::<6>(&mut six, &mut ib, x);
+            assert_eq!(String::from_utf8(three).unwrap(), two_parts(x, 3), "{x} to 3 places");
+            assert_eq!(String::from_utf8(six).unwrap(), two_parts(x, 6), "{x} to 6 places");
+        }
+    }
+
+    #[test]
+    fn rounding_is_the_libraries() {
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(6);
+        let halves = (-40..40).map(|k| k as f64 + 0.5);
+        let edges = [2f64.powi(52), 2f64.powi(52) - 0.5, 2f64.powi(53), 2f64.powi(63), 1e300, 0.49999999999999994];
+        let random = (0..100_000).map(|_| {
+            let m: f64 = rng.random_range(-1.0..1.0);
+            m * 10f64.powi(rng.random_range(-3..19))
+        });
+        for y in halves.chain(edges.iter().flat_map(|&e| [e, -e])).chain(random) {
+            assert_eq!(super::round_to_i64(y), y.round() as i64, "{y}");
         }
     }
 }
