@@ -45,8 +45,10 @@ impl<C: StepCostModel> Replica<C> {
             if self.decode.joiners.is_empty() && self.lora.is_none() && self.has_decode_run(self.decode.n) {
                 // (Lent out of the replica for the run: it is read, not copied.)
                 let runs = std::mem::take(&mut self.decode_runs);
+                let plain = self.plain_run(check, sinks.records.attributing());
                 let steps = match &runs[self.decode.n as usize] {
-                    Some(run) => self.decode_run(run, horizon, sinks, check, area, in_system),
+                    Some(run) if plain => self.decode_run::<true>(run, horizon, sinks, check, area, in_system),
+                    Some(run) => self.decode_run::<false>(run, horizon, sinks, check, area, in_system),
                     None => 0,
                 };
                 self.decode_runs = runs;
@@ -88,6 +90,20 @@ impl<C: StepCostModel> Replica<C> {
         }
     }
 
+    /// Whether the next decode run is plain ([`decode_steps`]): inside the
+    /// measurement window, one class measured, and nothing attributed,
+    /// checked, evicted or decayed.
+    fn plain_run(&self, check: bool, attributing: bool) -> bool {
+        let mut measured = self.decode.n_class.iter().filter(|c| **c > 0);
+        self.integrals().inside(self.step.start)
+            && measured.next().is_some()
+            && measured.next().is_none()
+            && !attributing
+            && !check
+            && self.p.admission != Admission::Reserve
+            && self.kv.cache.evictable == 0
+    }
+
     /// Whether the cost model has a [`DecodeRun`] for `n` decoding
     /// sequences; it is then in `decode_runs[n]`, kept for the next run of
     /// the same size.
@@ -114,7 +130,7 @@ impl<C: StepCostModel> Replica<C> {
     /// evict cached blocks; the general loop then looks again. With `check`,
     /// it runs one step at most (the caller checks the invariants). Returns
     /// the steps run.
-    fn decode_run(
+    fn decode_run<const PLAIN: bool>(
         &mut self,
         run: &DecodeRun,
         horizon: f64,
@@ -167,32 +183,16 @@ impl<C: StepCostModel> Replica<C> {
             ratio: self.ratio,
             steps: 0,
         };
-        let plain =
-            fixed.inside && fixed.single.is_some() && !attributing && !fixed.reserve && !check && fixed.evictable == 0;
-        let phase = &self.decode.phase_count;
-        if plain {
-            decode_steps::<true>(
-                &fixed,
-                &mut st,
-                run,
-                &batch,
-                phase,
-                sinks.itl,
-                &self.decode.n_class,
-                &mut self.clocks,
-            );
-        } else {
-            decode_steps::<false>(
-                &fixed,
-                &mut st,
-                run,
-                &batch,
-                phase,
-                sinks.itl,
-                &self.decode.n_class,
-                &mut self.clocks,
-            );
-        }
+        decode_steps::<PLAIN>(
+            &fixed,
+            &mut st,
+            run,
+            &batch,
+            &self.decode.phase_count,
+            sinks.itl,
+            &self.decode.n_class,
+            &mut self.clocks,
+        );
         let RunState { mut acc, start, cost, ctx, d, d_mod, free, reserved, last_end, a, ratio, steps, .. } = st;
         if steps > 0 {
             acc.peak_tokens(batch.scheduled_tokens());
@@ -259,9 +259,8 @@ struct RunState {
 }
 
 /// The steps of a decode run ([`Replica::decode_run`]). `PLAIN`: the run
-/// lies inside the window, one class is measured, and nothing is
-/// attributed, checked, evicted or decayed; the loop is then compiled
-/// without those branches. The same sums in the same order either way.
+/// is plain ([`Replica::plain_run`]), and the loop is compiled without the
+/// branches such a run never takes. The same sums in the same order either way.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn decode_steps<const PLAIN: bool>(
