@@ -167,7 +167,9 @@ const BLOCK: usize = 16_384;
 const BATCH: usize = BLOCK * 8;
 
 /// Formats the rows of `records` (whose first id is `first_id`) in parallel
-/// blocks and writes them in order (the bytes do not depend on the thread count).
+/// blocks and writes them in order (the bytes do not depend on the thread
+/// count). The blocks are formatted into the buffers of `pool`, kept from
+/// one batch to the next so that their memory is not faulted in again.
 fn write_rows(
     w: &mut dyn Write,
     records: &[RequestRecord],
@@ -175,23 +177,24 @@ fn write_rows(
     first_id: usize,
     ctx: &Ctx,
     slo_met: &(impl Fn(&RequestRecord) -> Option<bool> + Sync),
+    pool: &mut Vec<Vec<u8>>,
 ) -> io::Result<()> {
-    let blocks: Vec<Vec<u8>> = records
-        .par_chunks(BLOCK)
-        .enumerate()
-        .map(|(b, chunk)| {
-            let mut ib = itoa::Buffer::new();
-            // Rows run to about 150–200 bytes: room for all of them at once.
-            let mut out = Vec::with_capacity(chunk.len() * 256);
-            for (k, r) in chunk.iter().enumerate() {
-                let p = parts.get(b * BLOCK + k);
-                row(&mut out, &mut ib, first_id + b * BLOCK + k, r, p, ctx, slo_met(r));
-            }
-            out
-        })
-        .collect();
-    for b in blocks {
-        w.write_all(&b)?;
+    let n_blocks = records.len().div_ceil(BLOCK);
+    if pool.len() < n_blocks {
+        pool.resize_with(n_blocks, Vec::new);
+    }
+    records.par_chunks(BLOCK).zip(pool.par_iter_mut()).enumerate().for_each(|(b, (chunk, out))| {
+        let mut ib = itoa::Buffer::new();
+        out.clear();
+        // Rows run to about 150–200 bytes: room for all of them at once.
+        out.reserve(chunk.len() * 256);
+        for (k, r) in chunk.iter().enumerate() {
+            let p = parts.get(b * BLOCK + k);
+            row(out, &mut ib, first_id + b * BLOCK + k, r, p, ctx, slo_met(r));
+        }
+    });
+    for out in &pool[..n_blocks] {
+        w.write_all(out)?;
     }
     Ok(())
 }
@@ -220,9 +223,10 @@ pub fn write_requests_csv(
 ) -> io::Result<()> {
     let ctx = Ctx { warmup, classes };
     header(w, !parts.is_empty())?;
+    let mut pool = Vec::new();
     for (g, recs) in records.chunks(BATCH).enumerate() {
         let p = parts.get(g * BATCH..(g * BATCH + recs.len()).min(parts.len())).unwrap_or(&[]);
-        write_rows(w, recs, p, g * BATCH, &ctx, &slo_met)?;
+        write_rows(w, recs, p, g * BATCH, &ctx, &slo_met, &mut pool)?;
     }
     Ok(())
 }
@@ -239,6 +243,8 @@ pub struct RequestsCsv {
     buf: Vec<RequestRecord>,
     /// Their latency parts (attribution on).
     buf_parts: Vec<Parts>,
+    /// The formatted blocks' buffers, kept from one batch to the next.
+    pool: Vec<Vec<u8>>,
     /// Id of `buf[0]`.
     first_id: usize,
     warmup: f64,
@@ -259,6 +265,7 @@ impl RequestsCsv {
             w,
             buf: Vec::with_capacity(BATCH),
             buf_parts: Vec::new(),
+            pool: Vec::new(),
             first_id: 0,
             warmup: setup.scenario.warmup_s,
             classes: setup.workload.classes.iter().map(|c| c.name.clone()).collect(),
@@ -272,7 +279,9 @@ impl RequestsCsv {
             let ctx = Ctx { warmup: self.warmup, classes: &self.classes };
             let workload = &self.workload;
             let slo = |r: &RequestRecord| crate::metrics::slo_met(workload, r);
-            if let Err(e) = write_rows(&mut self.w, &self.buf, &self.buf_parts, self.first_id, &ctx, &slo) {
+            if let Err(e) =
+                write_rows(&mut self.w, &self.buf, &self.buf_parts, self.first_id, &ctx, &slo, &mut self.pool)
+            {
                 self.error = Some(e);
             }
         }
