@@ -445,45 +445,45 @@ impl Integrals {
         if long > 0.0 {
             self.long_idle_s += long;
         }
+        self.peak_tokens(b.scheduled_tokens());
+        let (seqs, tokens) = ((b.decode_seqs + b.prefill_seqs) as f64, b.tokens() as i64 as f64);
+        if start >= self.window_start {
+            // Inside the window: counted whole.
+            self.add_inside(start, t_end, cost, seqs, tokens, used);
+            return;
+        }
         self.last_step_end = t_end;
         self.steps += 1;
         self.busy_whole_run += t_end - start;
-        self.peak_tokens(b.scheduled_tokens());
-        let dt = t_end - max_num(start, self.window_start);
+        let dt = t_end - self.window_start;
         if dt <= 0.0 {
             return;
         }
-        // Only a step straddling the window start is counted in part.
-        let frac = if start >= self.window_start { 1.0 } else { dt / (t_end - start) };
+        // A step straddling the window start is counted in its part inside.
+        let frac = dt / (t_end - start);
         self.busy += dt;
         self.flops += cost.flops * frac;
         self.bytes += cost.bytes * frac;
-        // The power model's activity × dt, without a division: activity ×
-        // duration = min(c·FLOPs/peak + m·bytes/peak, duration) ([`crate::energy`]).
-        let full = t_end - start;
         let work = self.power_weights.0 * cost.flops + self.power_weights.1 * cost.bytes;
-        self.activity_area += min_num(work, full) * frac;
-        self.batch_area += (b.decode_seqs + b.prefill_seqs) as f64 * dt;
-        self.token_area += b.tokens() as i64 as f64 * dt;
-        // (Block counts are far below 2^63: a signed conversion is exact and cheaper.)
+        self.activity_area += min_num(work, t_end - start) * frac;
+        self.batch_area += seqs * dt;
+        self.token_area += tokens * dt;
         self.kv_area += used as i64 as f64 * dt;
         self.peak_kv_blocks = self.peak_kv_blocks.max(used);
     }
-}
 
-impl Integrals {
     /// Whether a step starting at `start` and every step back to back
     /// after it lie inside the window with no long idle before them: then
-    /// [`Self::add_inside`] adds what [`Self::add_step`] would (the window's
-    /// cut is a factor 1 and the idle test is negative).
+    /// [`Self::add_inside`] adds what [`Self::add_step`] would (the idle
+    /// test is negative).
     #[inline(always)]
     pub(super) fn inside(&self, start: f64) -> bool {
         start >= self.window_start && self.last_step_end + crate::energy::LONG_IDLE_S >= start
     }
 
-    /// [`Self::add_step`] for a step that [`Self::inside`] admits, or that
-    /// follows one back to back, of `seqs` sequences and `tokens` tokens
-    /// (their peak is the caller's): the same sums with the same values.
+    /// The step of `seqs` sequences and `tokens` tokens (their peak is the
+    /// caller's) that ran from `start` to `t_end`, inside the window, after
+    /// the long-idle test: counted whole.
     #[inline(always)]
     pub(super) fn add_inside(&mut self, start: f64, t_end: f64, cost: &StepCost, seqs: f64, tokens: f64, used: u64) {
         self.last_step_end = t_end;
@@ -496,10 +496,13 @@ impl Integrals {
         self.busy += dt;
         self.flops += cost.flops;
         self.bytes += cost.bytes;
+        // The power model's activity × dt, without a division: activity ×
+        // duration = min(c·FLOPs/peak + m·bytes/peak, duration) ([`crate::energy`]).
         let work = self.power_weights.0 * cost.flops + self.power_weights.1 * cost.bytes;
         self.activity_area += min_num(work, dt);
         self.batch_area += seqs * dt;
         self.token_area += tokens * dt;
+        // (Block counts are far below 2^63: a signed conversion is exact and cheaper.)
         self.kv_area += used as i64 as f64 * dt;
         self.peak_kv_blocks = self.peak_kv_blocks.max(used);
     }

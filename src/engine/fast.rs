@@ -45,10 +45,10 @@ impl<C: StepCostModel> Replica<C> {
             if self.decode.joiners.is_empty() && self.lora.is_none() && self.has_decode_run(self.decode.n) {
                 // (Lent out of the replica for the run: it is read, not copied.)
                 let runs = std::mem::take(&mut self.decode_runs);
-                let plain = self.plain_run(check, sinks.records.attributing());
+                let entry = self.run_entry(check, sinks.records.attributing());
                 let steps = match &runs[self.decode.n as usize] {
-                    Some(run) if plain => self.decode_run::<true>(run, horizon, sinks, check, area, in_system),
-                    Some(run) => self.decode_run::<false>(run, horizon, sinks, check, area, in_system),
+                    Some(run) if entry.plain => self.decode_run::<true>(run, entry, horizon, sinks, area, in_system),
+                    Some(run) => self.decode_run::<false>(run, entry, horizon, sinks, area, in_system),
                     None => 0,
                 };
                 self.decode_runs = runs;
@@ -90,18 +90,26 @@ impl<C: StepCostModel> Replica<C> {
         }
     }
 
-    /// Whether the next decode run is plain ([`decode_steps`]): inside the
-    /// measurement window, one class measured, and nothing attributed,
-    /// checked, evicted or decayed.
-    fn plain_run(&self, check: bool, attributing: bool) -> bool {
-        let mut measured = self.decode.n_class.iter().filter(|c| **c > 0);
-        self.integrals().inside(self.step.start)
-            && measured.next().is_some()
-            && measured.next().is_none()
+    /// What a decode run starts from, read once: the integrals, whether
+    /// every step lies inside the window, the one class measured, and
+    /// whether the run is plain ([`decode_steps`]: inside the measurement
+    /// window, one class measured, and nothing attributed, checked, evicted
+    /// or decayed).
+    fn run_entry(&self, check: bool, attributing: bool) -> RunEntry {
+        let acc = self.integrals();
+        let inside = acc.inside(self.step.start);
+        let mut measured = self.decode.n_class.iter().enumerate().filter(|(_, c)| **c > 0);
+        let single = match (measured.next(), measured.next()) {
+            (Some((k, &c)), None) => Some((k, c as u64)),
+            _ => None,
+        };
+        let plain = inside
+            && single.is_some()
             && !attributing
             && !check
             && self.p.admission != Admission::Reserve
-            && self.kv.cache.evictable == 0
+            && self.kv.cache.evictable == 0;
+        RunEntry { acc, inside, single, plain, check }
     }
 
     /// Whether the cost model has a [`DecodeRun`] for `n` decoding
@@ -127,15 +135,15 @@ impl<C: StepCostModel> Replica<C> {
     /// in locals, written back at the end. It stops before the step in
     /// flight when that step ends at or after `horizon`, when a sequence
     /// finishes in it, when the next step's blocks would not fit or would
-    /// evict cached blocks; the general loop then looks again. With `check`,
+    /// evict cached blocks; the general loop then looks again. With `entry.check`,
     /// it runs one step at most (the caller checks the invariants). Returns
     /// the steps run.
     fn decode_run<const PLAIN: bool>(
         &mut self,
         run: &DecodeRun,
+        entry: RunEntry,
         horizon: f64,
         sinks: &mut Sinks,
-        check: bool,
         area: &mut f64,
         in_system: u64,
     ) -> u64 {
@@ -145,19 +153,13 @@ impl<C: StepCostModel> Replica<C> {
         let attributing = sinks.records.attributing();
         let batch = StepBatch::decoding(n, 0.0, self.p.spec_k);
         let (seqs, tokens) = ((batch.decode_seqs + batch.prefill_seqs) as f64, batch.tokens() as i64 as f64);
-        // The one class measured, if one: its histogram takes every gap.
-        let mut measured = self.decode.n_class.iter().enumerate().filter(|(_, c)| **c > 0);
-        let single = match (measured.next(), measured.next()) {
-            (Some((k, &c)), None) => Some((k, c as u64)),
-            _ => None,
-        };
         let fixed = RunFixed {
             horizon,
             finish,
             bs: self.decode.block_size,
             evictable: self.kv.cache.evictable,
-            check,
-            inside: self.integrals().inside(self.step.start),
+            check: entry.check,
+            inside: entry.inside,
             attributing,
             reserve: self.p.admission == Admission::Reserve,
             ratio_floor_decay: (self.p.new_token_ratio.1, self.p.new_token_ratio.2),
@@ -165,10 +167,10 @@ impl<C: StepCostModel> Replica<C> {
             seqs,
             tokens,
             n64,
-            single,
+            single: entry.single,
         };
         let mut st = RunState {
-            acc: self.integrals(),
+            acc: entry.acc,
             start: self.step.start,
             cost: self.step.cost,
             ctx: self.decode.ctx,
@@ -215,6 +217,17 @@ impl<C: StepCostModel> Replica<C> {
     }
 }
 
+/// What a decode run starts from ([`Replica::run_entry`]).
+struct RunEntry {
+    acc: super::account::Integrals,
+    inside: bool,
+    /// The one measured class and its sequences, if one: its histogram takes every gap.
+    single: Option<(usize, u64)>,
+    plain: bool,
+    /// Invariants are checked after each step: the run takes one step at most.
+    check: bool,
+}
+
 /// What a decode run reads and never changes (see [`Replica::decode_run`]).
 struct RunFixed {
     horizon: f64,
@@ -259,7 +272,7 @@ struct RunState {
 }
 
 /// The steps of a decode run ([`Replica::decode_run`]). `PLAIN`: the run
-/// is plain ([`Replica::plain_run`]), and the loop is compiled without the
+/// is plain ([`Replica::run_entry`]), and the loop is compiled without the
 /// branches such a run never takes. The same sums in the same order either way.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
