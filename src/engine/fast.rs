@@ -29,17 +29,7 @@ impl<C: StepCostModel> Replica<C> {
     ) -> f64 {
         loop {
             let end = self.step.start + self.step.cost.time;
-            let steady = self.p.scheduler_steps <= 1
-                && self.step.busy
-                && self.step.decodes
-                && self.step.chunks.is_empty()
-                && self.prefilling.is_empty()
-                && (self.waiting.is_empty()
-                    || (self.p.batching.chunked() && self.running.len() >= self.p.max_num_seqs))
-                && self.decode.extra_pending == 0
-                && self.decode.none_due_now()
-                && self.kv.fits_growth(self.decode.blocks_needed_after());
-            if !steady || end >= horizon {
+            if end >= horizon || !self.steady() {
                 return end;
             }
             if self.decode.joiners.is_empty() && self.lora.is_none() && self.has_decode_run(self.decode.n) {
@@ -60,33 +50,59 @@ impl<C: StepCostModel> Replica<C> {
                 }
                 // (The next step would evict cached blocks: it runs below.)
             }
-            // Finish the step in flight (pure decode, no completion).
             *area += in_system as f64 * (end - self.step.start);
-            self.account_step(end);
-            let attributing = sinks.records.attributing();
-            if attributing {
-                // As `attribute_step` splits a pure decode step: its own
-                // compute, no stall, and the swap copies it waited for.
-                let swap = self.step.swap_time;
-                self.clocks.decode_step(end - self.step.start - swap, 0.0, swap);
-            }
-            self.pending_tokens -= self.decode.n as u64;
-            self.decode_tokens_out(end, sinks, attributing);
-            self.advance_d();
-            self.decode.ctx += self.decode.n as u64;
-            // Plan the next one: every sequence decodes one more token.
-            self.kv.take_growth(self.decode.blocks_needed());
-            self.step.batch =
-                StepBatch::decoding(self.decode.n, (self.decode.ctx + self.decode.n as u64) as f64, self.p.spec_k);
-            self.step.cost = self.price_step();
-            if let Some(l) = self.lora.as_mut() {
-                self.step.cost.time += l.step_time(&self.step.batch);
-            }
-            self.step.swap_time = 0.0;
-            self.step.start = end;
-            if check && let Err(m) = self.check_invariants() {
-                panic!("replica {} at t = {end} (fast path): {m}", self.id);
-            }
+            self.steady_step(sinks, check);
+        }
+    }
+
+    /// Whether the step in flight and the next are steady decode steps: both
+    /// pure decode steps, no sequence finishes in the step in flight, nobody
+    /// can be admitted and no preemption is needed. [`Self::steady_step`]
+    /// then finishes it.
+    #[inline(always)]
+    pub fn steady(&self) -> bool {
+        self.p.scheduler_steps <= 1
+            && self.step.busy
+            && self.step.decodes
+            && self.step.chunks.is_empty()
+            && self.prefilling.is_empty()
+            && (self.waiting.is_empty() || (self.p.batching.chunked() && self.running.len() >= self.p.max_num_seqs))
+            && self.decode.extra_pending == 0
+            && self.decode.none_due_now()
+            && self.kv.fits_growth(self.decode.blocks_needed_after())
+    }
+
+    /// Finishes the step in flight, [`Self::steady`], at its end and plans
+    /// the next exactly as [`Self::finish_step`] would (same arithmetic,
+    /// same order), without the general machinery. The caller counts the
+    /// step's Little's-law area. With `check`, verifies the invariants.
+    #[inline]
+    pub fn steady_step(&mut self, sinks: &mut Sinks, check: bool) {
+        let end = self.step.start + self.step.cost.time;
+        self.account_step(end);
+        let attributing = sinks.records.attributing();
+        if attributing {
+            // As `attribute_step` splits a pure decode step: its own
+            // compute, no stall, and the swap copies it waited for.
+            let swap = self.step.swap_time;
+            self.clocks.decode_step(end - self.step.start - swap, 0.0, swap);
+        }
+        self.pending_tokens -= self.decode.n as u64;
+        self.decode_tokens_out(end, sinks, attributing);
+        self.advance_d();
+        self.decode.ctx += self.decode.n as u64;
+        // Plan the next one: every sequence decodes one more token.
+        self.kv.take_growth(self.decode.blocks_needed());
+        self.step.batch =
+            StepBatch::decoding(self.decode.n, (self.decode.ctx + self.decode.n as u64) as f64, self.p.spec_k);
+        self.step.cost = self.price_step();
+        if let Some(l) = self.lora.as_mut() {
+            self.step.cost.time += l.step_time(&self.step.batch);
+        }
+        self.step.swap_time = 0.0;
+        self.step.start = end;
+        if check && let Err(m) = self.check_invariants() {
+            panic!("replica {} at t = {end} (fast path): {m}", self.id);
         }
     }
 

@@ -255,7 +255,16 @@ impl LiveRecords {
 
     /// Hands the finished requests at the front of the window to `out`, in
     /// id order, and forgets them; stops at the first one still in flight.
-    pub fn retire(&mut self, mut out: impl FnMut(u32, &RequestRecord, Option<&super::Parts>)) {
+    #[inline]
+    pub fn retire(&mut self, out: impl FnMut(u32, &RequestRecord, Option<&super::Parts>)) {
+        // (Called after every event: most often the front is still in flight.)
+        if self.slots.get(self.start).is_none_or(|r| r.status == Status::InFlight) {
+            return;
+        }
+        self.retire_front(out);
+    }
+
+    fn retire_front(&mut self, mut out: impl FnMut(u32, &RequestRecord, Option<&super::Parts>)) {
         while let Some(r) = self.slots.get(self.start) {
             if r.status == Status::InFlight {
                 break;

@@ -34,6 +34,7 @@
 //! failures and retries (`failure`), rate limits and queue keys (`intake`),
 //! the time series (`sampler`) and what a run returns (`output`).
 
+mod events;
 mod failure;
 mod intake;
 mod output;
@@ -52,10 +53,10 @@ use crate::engine::{Replica, Sinks, Span};
 use crate::metrics::{LiveRecords, LogHistogram, Part, RecordSample, RejectReason, RequestRecord, Status, Tally};
 use crate::rng::Stream;
 use crate::workload::Source;
+use events::{Event, EventQueue, Kind};
 use intake::{Keyer, Limits};
 use sampler::Sampler;
-use std::cmp::Ordering;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 /// What becomes of records as they leave the simulation.
 struct Retired<'k> {
@@ -90,56 +91,6 @@ impl Retired<'_> {
         if let Some(s) = self.sink.as_mut() {
             s.record(id, r, parts);
         }
-    }
-}
-
-/// Event kinds, in their order at equal times (see the module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    /// A replica's step ends.
-    StepEnd = 0,
-    /// A request's preprocessing ends: it is routed (or queued at the central queue).
-    Admit = 1,
-    /// An idle replica looks at its queue.
-    Wake = 2,
-    /// A client's `max_wait_s` runs out.
-    Timeout = 3,
-    /// A prefill replica's KV cache has reached the decode pool.
-    Transfer = 4,
-    /// A fleet slot has started (or been repaired): it serves from now.
-    Ready = 5,
-    /// A fleet slot fails (random failure of its current life).
-    Fail = 6,
-    /// A scripted failure (key: its index in `fleet.failures`).
-    Script = 7,
-    /// The fleet's scaling policy looks.
-    Tick = 8,
-    /// A warm standby has been replaced.
-    Refill = 9,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Event {
-    t: f64,
-    kind: Kind,
-    key: u32,
-}
-
-impl PartialEq for Event {
-    fn eq(&self, o: &Self) -> bool {
-        self.cmp(o) == Ordering::Equal
-    }
-}
-impl Eq for Event {}
-impl PartialOrd for Event {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Event {
-    // Reversed: BinaryHeap is a max-heap and we want the earliest event.
-    fn cmp(&self, o: &Self) -> Ordering {
-        o.t.total_cmp(&self.t).then((o.kind as u8).cmp(&(self.kind as u8))).then(o.key.cmp(&self.key))
     }
 }
 
@@ -345,7 +296,7 @@ struct EventLoop<'s, 'k, C: StepCostModel> {
     /// The clock: the time of the event being handled, s.
     now: f64,
     /// Pending events; arrivals come from `requests` instead.
-    queue: BinaryHeap<Event>,
+    queue: EventQueue,
     requests: Source,
     replicas: Vec<Replica<C>>,
     /// Replicas `0..n_entry` take arrivals (mixed or prefill pools); the rest decode.
@@ -477,7 +428,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             check,
             fast,
             now: 0.0,
-            queue: BinaryHeap::new(),
+            queue: EventQueue::new(n_rep),
             requests,
             replicas,
             n_entry,
@@ -550,7 +501,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
     /// Handles events in order until none is left; returns what was observed.
     fn run(mut self) -> SimOutput {
         loop {
-            let top = self.queue.peek().copied();
+            let top = self.queue.peek();
             let next_arrival = self.requests.peek_time();
             // An arrival goes after step ends at the same instant, before everything else.
             if self.fleet_events > 0
@@ -743,9 +694,19 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         }
         let mut t = self.now;
         let mut horizon = self.queue.peek().map_or(f64::INFINITY, |x| x.t).min(next_arrival.unwrap_or(f64::INFINITY));
+        // A steady decode step (the event loop has counted its area) is
+        // finished on the fast path (unless latency is attributed: the step
+        // may have held back requests that arrived while it ran).
+        let mut steady = self.fast && !self.obs.records.attributing() && self.replicas[r].steady();
         loop {
             let before = self.obs.completed;
-            let next = self.replicas[r].finish_step(t, &mut self.obs.sinks());
+            let next = if steady {
+                steady = false;
+                self.replicas[r].steady_step(&mut self.obs.sinks(), self.check);
+                Some(t)
+            } else {
+                self.replicas[r].finish_step(t, &mut self.obs.sinks())
+            };
             self.in_system -= self.obs.completed - before;
             if self.central && self.obs.completed != before && !self.central_queue.is_empty() {
                 // Room freed for a request in the central queue: stop stepping inline to dispatch it now.

@@ -115,6 +115,9 @@ pub struct Source {
     rng_class: Pcg64Mcg,
     rng_trace: Pcg64Mcg,
     emitted: u64,
+    /// The next request's time and source ([`Source::find_earliest`]), kept
+    /// current by every change: the event loop asks for it at every event.
+    next: Option<(f64, From)>,
 }
 
 fn rng(seed: u64, stream: Named) -> Pcg64Mcg {
@@ -192,6 +195,7 @@ impl Source {
             rng_class: rng(seed, Named::Class),
             rng_trace: rng(seed, Named::Trace),
             emitted: 0,
+            next: None,
         };
         if let Some((users, _)) = &workload.closed_loop {
             for _ in 0..*users {
@@ -200,6 +204,7 @@ impl Source {
             }
         }
         src.advance_trace();
+        src.next = src.find_earliest();
         src
     }
 
@@ -256,7 +261,13 @@ impl Source {
     }
 
     /// The earliest source and its time.
+    #[inline]
     fn earliest(&self) -> Option<(f64, From)> {
+        self.next
+    }
+
+    /// The earliest source and its time, looked for.
+    fn find_earliest(&self) -> Option<(f64, From)> {
         if self.workload.num_requests.is_some_and(|n| self.emitted >= n) {
             return None;
         }
@@ -419,6 +430,7 @@ impl Source {
             }
         };
         self.emitted += 1;
+        self.next = self.find_earliest();
         Some(spec)
     }
 
@@ -446,6 +458,7 @@ impl Source {
         } else {
             self.free_slots.push(slot);
         }
+        self.next = self.find_earliest();
     }
 }
 
