@@ -169,3 +169,45 @@ impl EventQueue {
         Some(e)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{RngExt, SeedableRng};
+
+    /// Random pushes and pops (step ends of a few replicas, two at once
+    /// for one replica, equal and infinite times, other kinds) come out of
+    /// the queue in the order a plain heap gives.
+    #[test]
+    fn pops_in_the_heaps_order() {
+        let kinds = [Kind::StepEnd, Kind::StepEnd, Kind::StepEnd, Kind::Admit, Kind::Wake, Kind::Timeout, Kind::Tick];
+        for (seed, replicas) in [(1, 1), (2, 3), (3, 8), (4, 64), (5, 65)] {
+            let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
+            let mut q = EventQueue::new(replicas);
+            let mut heap = BinaryHeap::new();
+            let mut now = 0.0;
+            for _ in 0..20_000 {
+                if rng.random_bool(0.55) {
+                    let kind = kinds[rng.random_range(0..kinds.len())];
+                    // Times on a coarse grid (ties are frequent), some never.
+                    let t = match rng.random_range(0..20) {
+                        0 => f64::INFINITY,
+                        _ => now + rng.random_range(0..8) as f64 * 0.25,
+                    };
+                    let key = rng.random_range(0..replicas as u32 + 1);
+                    let e = Event { t, kind, key };
+                    q.push(e);
+                    heap.push(e);
+                } else {
+                    let (a, b) = (q.pop(), heap.pop());
+                    assert_eq!(a.map(|e| (e.t, e.kind, e.key)), b.map(|e| (e.t, e.kind, e.key)));
+                    if let Some(e) = a.filter(|e| e.t.is_finite()) {
+                        now = e.t;
+                    }
+                }
+                assert_eq!(q.len(), heap.len());
+                assert_eq!(q.peek().map(|e| (e.t, e.kind, e.key)), heap.peek().map(|e| (e.t, e.kind, e.key)));
+            }
+        }
+    }
+}
