@@ -129,44 +129,39 @@ impl EventQueue {
         })
     }
 
-    /// The earliest event, and whether the array holds it.
-    #[inline(always)]
-    fn earliest(&self) -> Option<(Event, bool)> {
-        match (self.heap.peek(), self.array_top()) {
-            (None, None) => None,
-            (Some(h), None) => Some((*h, false)),
-            (None, Some(s)) => Some((s, true)),
-            // (Reversed order: the greater is the earlier.)
-            (Some(h), Some(s)) => Some(if s >= *h { (s, true) } else { (*h, false) }),
-        }
-    }
-
     /// The earliest event.
     #[inline]
     pub(super) fn peek(&self) -> Option<Event> {
-        self.earliest().map(|(e, _)| e)
+        match (self.array_top(), self.heap.peek()) {
+            // (Reversed order: the greater is the earlier.)
+            (Some(s), Some(h)) => Some(if s >= *h { s } else { *h }),
+            (Some(s), None) => Some(s),
+            (None, h) => h.copied(),
+        }
     }
 
     /// Takes the earliest event.
     #[inline]
     pub(super) fn pop(&mut self) -> Option<Event> {
-        let (e, in_array) = self.earliest()?;
-        if !in_array {
-            return self.heap.pop();
-        }
-        self.ends[self.first] = EMPTY;
-        self.in_ends -= 1;
-        if self.in_ends > 0 {
-            // The earliest left, the lowest replica among equals.
-            let (mut best, mut best_k) = (0, self.ends[0]);
-            for (i, &k) in self.ends.iter().enumerate().skip(1) {
-                if k < best_k {
-                    (best, best_k) = (i, k);
+        if let Some(s) = self.array_top()
+            // (Reversed order: the greater is the earlier.)
+            && self.heap.peek().is_none_or(|h| s >= *h)
+        {
+            self.ends[self.first] = EMPTY;
+            self.in_ends -= 1;
+            if self.in_ends > 0 {
+                // The earliest left, the lowest replica among equals.
+                let (mut best, mut best_k) = (0, EMPTY);
+                for (i, &k) in self.ends.iter().enumerate() {
+                    if k < best_k {
+                        (best, best_k) = (i, k);
+                    }
                 }
+                self.first = best;
             }
-            self.first = best;
+            return Some(s);
         }
-        Some(e)
+        self.heap.pop()
     }
 }
 
