@@ -265,7 +265,7 @@ impl<C: StepCostModel> Replica<C> {
     pub(super) fn decode_tokens_out(&mut self, t_end: f64, sinks: &mut Sinks, attributing: bool) {
         let gap = t_end - self.decode.last_end;
         if self.decode.joiners.is_empty() {
-            itl_gap(sinks.itl, &self.decode.n_class, gap);
+            itl_gap(&mut sinks.itl, &self.decode.n_class, gap);
             self.decode.last_end = t_end;
             return;
         }
@@ -300,7 +300,7 @@ impl<C: StepCostModel> Replica<C> {
                 }
             }
         }
-        itl_gap(sinks.itl, &self.itl_counts, gap);
+        itl_gap(&mut sinks.itl, &self.itl_counts, gap);
         self.decode.joiners.clear();
         self.decode.last_end = t_end;
     }
@@ -354,7 +354,7 @@ impl<C: StepCostModel> Replica<C> {
         r.generated = generated;
         r.last_token = t;
         r.status = Status::Completed;
-        *sinks.completed += 1;
+        sinks.completed += 1;
         if sinks.notify {
             sinks.done.push(req);
         }

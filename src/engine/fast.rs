@@ -219,7 +219,7 @@ impl<C: StepCostModel> Replica<C> {
             run,
             &batch,
             &self.decode.phase_count,
-            sinks.itl,
+            &mut sinks.itl,
             &self.decode.n_class,
             &mut self.clocks,
         );

@@ -217,27 +217,27 @@ pub struct Span {
 }
 
 /// Shared per-run sinks the replicas write into.
-pub struct Sinks<'a> {
+pub struct Sinks {
     /// Every request's record, indexed by request id.
-    pub records: &'a mut LiveRecords,
+    pub records: LiveRecords,
     /// Pooled inter-token latencies of measured requests, per class.
-    pub itl: &'a mut [LogHistogram],
+    pub itl: Vec<LogHistogram>,
     /// Requests arriving at or after this time are measured.
     pub warmup: f64,
     /// Requests completed so far (whole run).
-    pub completed: &'a mut u64,
+    pub completed: u64,
     /// Spans of the requests with id below `timeline_limit`.
-    pub timeline: &'a mut Vec<Span>,
+    pub timeline: Vec<Span>,
     /// Requests traced for the timeline.
     pub timeline_limit: u32,
     /// Whether completions are reported in `done`.
     pub notify: bool,
     /// Requests completed since the caller last drained it (with `notify`).
-    pub done: &'a mut Vec<u32>,
+    pub done: Vec<u32>,
     /// Prefill pool: requests whose KV cache must now move to a decode pool.
-    pub handoffs: &'a mut Vec<u32>,
+    pub handoffs: Vec<u32>,
     /// TTFTs of the first tokens shown, when a fleet policy reads them.
-    pub first_tokens: Option<&'a mut Vec<f64>>,
+    pub first_tokens: Option<Vec<f64>>,
 }
 
 impl<C: StepCostModel> Replica<C> {

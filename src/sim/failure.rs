@@ -40,7 +40,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         if let Some(end) = self.replicas[i].step_end() {
             self.lost_step[i].push(end);
         }
-        let ids = self.replicas[i].evacuate(now, &self.obs.records);
+        let ids = self.replicas[i].evacuate(now, &self.obs.sinks.records);
         self.router.set_up(i, false);
         let f = self.fleet.as_mut().expect("fleet");
         let retry = f.config().on_failure == crate::config::OnFailure::Retry;
@@ -61,7 +61,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
     /// Request `id`, lost with its replica at `now`, is sent again from
     /// scratch; its time so far counts.
     fn send_again(&mut self, id: u32, now: f64) {
-        let rec = &mut self.obs.records[id as usize];
+        let rec = &mut self.obs.sinks.records[id as usize];
         rec.replica = u32::MAX;
         rec.admitted = f64::NAN;
         rec.first_scheduled = f64::NAN;
@@ -69,10 +69,10 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         rec.last_token = f64::NAN;
         rec.generated = 0;
         let lost = now - rec.arrival;
-        if self.obs.records.attributing() {
+        if self.obs.sinks.records.attributing() {
             // Everything before the failure was thrown away, as by a
             // preemption (admission counts its preprocessing from here).
-            let p = &mut self.obs.records.attr(id).parts;
+            let p = &mut self.obs.sinks.records.attr(id).parts;
             *p = [0.0; crate::metrics::NUM_PARTS];
             p[Part::Preempted.idx()] = lost;
         }

@@ -49,7 +49,7 @@ use crate::Setup;
 use crate::cluster::{ReplicaLoad, Router};
 use crate::config::{CostModelKind, DisaggregationConfig, PoolRole, RouterKind};
 use crate::cost::{ConstantStep, ExponentialStep, KernelModel, Roofline, Speculative, StepCostModel};
-use crate::engine::{Replica, Sinks, Span};
+use crate::engine::{Replica, Sinks};
 use crate::metrics::{LiveRecords, LogHistogram, Part, RecordSample, RejectReason, RequestRecord, Status, Tally};
 use crate::rng::Stream;
 use crate::workload::Source;
@@ -243,44 +243,23 @@ pub fn simulate_with<C: StepCostModel>(
     EventLoop::new(setup, seed, make_cost, check, fast, rec).run()
 }
 
-/// What the run records: the engine writes into it through [`Sinks`].
+/// What the run records: the engine writes into `sinks`, and the records
+/// it is done with go to `retired`.
 struct Observed<'k> {
-    /// The requests in flight (and those finished but not yet retired).
-    records: LiveRecords,
+    /// The requests in flight (and those finished but not yet retired),
+    /// inter-token gaps, completions, spans, completions not yet reported to
+    /// the request source (closed loops, sessions), requests a prefill
+    /// replica has just handed over, and TTFTs of first tokens since the
+    /// fleet policy last looked (`policy = "ttft"`).
+    sinks: Sinks,
     retired: Retired<'k>,
-    itl: Vec<LogHistogram>,
-    completed: u64,
-    timeline: Vec<Span>,
-    /// Completions not yet reported to the request source (closed loops, sessions).
-    done: Vec<u32>,
-    /// Requests a prefill replica has just handed over.
-    handoffs: Vec<u32>,
-    warmup: f64,
-    notify: bool,
-    /// TTFTs of first tokens since the fleet policy last looked (`policy = "ttft"`).
-    first_tokens: Option<Vec<f64>>,
 }
 
 impl Observed<'_> {
     /// Passes the finished requests at the front of the window on.
     fn retire(&mut self) {
-        let Observed { records, retired, .. } = self;
-        records.retire(|id, r, p| retired.take(id, r, p));
-    }
-
-    fn sinks(&mut self) -> Sinks<'_> {
-        Sinks {
-            records: &mut self.records,
-            itl: &mut self.itl,
-            warmup: self.warmup,
-            completed: &mut self.completed,
-            timeline: &mut self.timeline,
-            timeline_limit: TIMELINE_REQUESTS,
-            notify: self.notify,
-            done: &mut self.done,
-            handoffs: &mut self.handoffs,
-            first_tokens: self.first_tokens.as_mut(),
-        }
+        let Observed { sinks, retired } = self;
+        sinks.records.retire(|id, r, p| retired.take(id, r, p));
     }
 }
 
@@ -442,7 +421,18 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             frontend: vec![0.0; s.engine.frontend_workers as usize],
             prefix_ids: Vec::new(),
             obs: Observed {
-                records: LiveRecords::with_attribution(setup.attribution),
+                sinks: Sinks {
+                    records: LiveRecords::with_attribution(setup.attribution),
+                    itl: vec![LogHistogram::new(); setup.workload.classes.len()],
+                    warmup,
+                    completed: 0,
+                    timeline: Vec::new(),
+                    timeline_limit: TIMELINE_REQUESTS,
+                    notify,
+                    done: Vec::new(),
+                    handoffs: Vec::new(),
+                    first_tokens,
+                },
                 retired: Retired {
                     tally: {
                         let mut t = setup.tally();
@@ -456,14 +446,6 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
                     sink,
                     slo,
                 },
-                itl: vec![LogHistogram::new(); setup.workload.classes.len()],
-                completed: 0,
-                timeline: Vec::new(),
-                done: Vec::new(),
-                handoffs: Vec::new(),
-                warmup,
-                notify,
-                first_tokens,
             },
             sampler,
             in_system: 0,
@@ -527,20 +509,20 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
                 break;
             }
             if self.events & 0xffff == 0 {
-                let arrived = self.obs.records.len() as u64;
+                let arrived = self.obs.sinks.records.len() as u64;
                 crate::limits::note_simulated(arrived - self.reported);
                 self.reported = arrived;
                 if crate::limits::stop_requested() {
                     self.stopped = Some(Stopped::Requested(self.now));
                     break;
                 }
-                if self.obs.records.live() > self.max_live {
-                    self.stopped = Some(Stopped::Memory(self.obs.records.live(), self.now));
+                if self.obs.sinks.records.live() > self.max_live {
+                    self.stopped = Some(Stopped::Memory(self.obs.sinks.records.live(), self.now));
                     break;
                 }
             }
             if self.sampler.due(t_next) {
-                self.sampler.take(self.sampler.next, &self.replicas, self.obs.completed);
+                self.sampler.take(self.sampler.next, &self.replicas, self.obs.sinks.completed);
             }
             if take_arrival {
                 self.on_arrival();
@@ -579,7 +561,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         self.area += self.in_system as f64 * (a.arrival - self.area_t);
         self.area_t = a.arrival;
         self.now = a.arrival;
-        let id = self.obs.records.len() as u32;
+        let id = self.obs.sinks.records.len() as u32;
         a.output = a.output.min(self.output_cap);
         let clipped = self.clip_long && clip(self.max_len, &mut a.prompt, &mut a.output);
         let mut rec = RequestRecord::new(a.arrival, a.prompt, a.output);
@@ -594,13 +576,13 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         });
         if let Some(reason) = refused {
             rec.status = Status::Rejected(reason);
-            self.obs.records.push(rec);
-            if self.obs.notify {
+            self.obs.sinks.records.push(rec);
+            if self.obs.sinks.notify {
                 self.requests.done(id, now, false);
             }
             return;
         }
-        self.obs.records.push(rec);
+        self.obs.sinks.records.push(rec);
         self.in_system += 1;
         if let Some(w) = self.max_wait {
             self.queue.push(Event { t: now + w, kind: Kind::Timeout, key: id });
@@ -622,19 +604,19 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
 
     /// Preprocessing is over (a request whose client gave up meanwhile is gone).
     fn on_admit(&mut self, id: u32) {
-        if !self.obs.records.refused(id) {
+        if !self.obs.sinks.records.refused(id) {
             self.admit_now(id);
         }
     }
 
     /// The client gives up on a request that has not started.
     fn on_timeout(&mut self, id: u32) {
-        let Some(rec) = self.obs.records.get(id) else { return };
+        let Some(rec) = self.obs.sinks.records.get(id) else { return };
         if rec.status == Status::InFlight && rec.first_scheduled.is_nan() {
             let r = rec.replica;
             self.refuse(id, RejectReason::TimedOut);
             if r != u32::MAX {
-                let rec = &self.obs.records[id as usize];
+                let rec = &self.obs.sinks.records[id as usize];
                 let work = rec.prompt as u64 + rec.output as u64;
                 self.replicas[r as usize].cancel_waiting(self.now, work);
                 self.observe(r as usize);
@@ -646,21 +628,21 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
     /// frees it, a decode replica queues the request.
     fn on_transfer(&mut self, id: u32) {
         let now = self.now;
-        let from = self.obs.records[id as usize].replica as usize;
-        self.replicas[from].release_handoff(now, id, &self.obs.records);
+        let from = self.obs.sinks.records[id as usize].replica as usize;
+        self.replicas[from].release_handoff(now, id, &self.obs.sinks.records);
         self.observe(from);
         self.wake(from);
-        let rec = &mut self.obs.records[id as usize];
+        let rec = &mut self.obs.sinks.records[id as usize];
         let r = self.n_entry + self.dec_router.pick(rec.session);
         rec.replica = r as u32;
         let work = (rec.output - rec.generated) as u64;
         let key = self.keyer.key(self.replicas[r].stats.pool, id, rec);
         self.sampler.activate(r);
-        if self.obs.records.attributing() {
-            let a = self.obs.records.attr(id);
+        if self.obs.sinks.records.attributing() {
+            let a = self.obs.sinks.records.attr(id);
             a.parts[Part::Transfer.idx()] += now - a.mark;
         }
-        if !self.replicas[r].enqueue_ready(now, id, key, work, &mut self.obs.records) {
+        if !self.replicas[r].enqueue_ready(now, id, key, work, &mut self.obs.sinks.records) {
             self.refuse(id, RejectReason::QueueFull);
             return;
         }
@@ -672,7 +654,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
     fn on_wake(&mut self, r: usize) {
         self.wake_pending[r] = false;
         if !self.replicas[r].is_busy()
-            && let Some(end) = self.replicas[r].form_step(self.now, &mut self.obs.sinks())
+            && let Some(end) = self.replicas[r].form_step(self.now, &mut self.obs.sinks)
         {
             self.queue.push(Event { t: end, kind: Kind::StepEnd, key: r as u32 });
         }
@@ -697,34 +679,34 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         // A steady decode step (the event loop has counted its area) is
         // finished on the fast path (unless latency is attributed: the step
         // may have held back requests that arrived while it ran).
-        let mut steady = self.fast && !self.obs.records.attributing() && self.replicas[r].steady();
+        let mut steady = self.fast && !self.obs.sinks.records.attributing() && self.replicas[r].steady();
         loop {
-            let before = self.obs.completed;
+            let before = self.obs.sinks.completed;
             let next = if steady {
                 steady = false;
-                self.replicas[r].steady_step(&mut self.obs.sinks(), self.check);
+                self.replicas[r].steady_step(&mut self.obs.sinks, self.check);
                 Some(t)
             } else {
-                self.replicas[r].finish_step(t, &mut self.obs.sinks())
+                self.replicas[r].finish_step(t, &mut self.obs.sinks)
             };
-            self.in_system -= self.obs.completed - before;
-            if self.central && self.obs.completed != before && !self.central_queue.is_empty() {
+            self.in_system -= self.obs.sinks.completed - before;
+            if self.central && self.obs.sinks.completed != before && !self.central_queue.is_empty() {
                 // Room freed for a request in the central queue: stop stepping inline to dispatch it now.
                 horizon = horizon.min(t);
             }
-            if !self.obs.handoffs.is_empty() {
-                for id in self.obs.handoffs.drain(..) {
+            if !self.obs.sinks.handoffs.is_empty() {
+                for id in self.obs.sinks.handoffs.drain(..) {
                     // The prompt's KV cache crosses the link to a decode replica.
-                    let rec = &self.obs.records[id as usize];
+                    let rec = &self.obs.sinks.records[id as usize];
                     let bytes = self.kv_bytes_per_token * (rec.prompt + rec.generated - 1) as f64;
                     let at = t + bytes / (self.link.kv_transfer_gbps * 1e9) + self.link.kv_transfer_latency_ms * 1e-3;
                     self.queue.push(Event { t: at, kind: Kind::Transfer, key: id });
                     horizon = horizon.min(at);
                 }
             }
-            if self.obs.notify && !self.obs.done.is_empty() {
+            if self.obs.sinks.notify && !self.obs.sinks.done.is_empty() {
                 // Closed-loop users and sessions send their next request.
-                for id in self.obs.done.drain(..) {
+                for id in self.obs.sinks.done.drain(..) {
                     self.requests.done(id, t, true);
                 }
                 horizon = horizon.min(self.requests.peek_time().unwrap_or(f64::INFINITY));
@@ -736,7 +718,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             }
             if self.check {
                 let (have, want) =
-                    (self.replicas[r].pending_tokens(), self.replicas[r].recount_pending(&self.obs.records));
+                    (self.replicas[r].pending_tokens(), self.replicas[r].recount_pending(&self.obs.sinks.records));
                 assert_eq!(have, want, "replica {r} at t = {t}: pending tokens");
             }
             let next = match next {
@@ -744,7 +726,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
                     let stop = horizon.min(self.sampler.next);
                     let end = self.replicas[r].fast_forward(
                         stop,
-                        &mut self.obs.sinks(),
+                        &mut self.obs.sinks,
                         self.check,
                         &mut self.area,
                         self.in_system,
@@ -761,7 +743,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
                     t = end;
                     self.events += 1;
                     if self.sampler.due(t) {
-                        self.sampler.take(t, &self.replicas, self.obs.completed);
+                        self.sampler.take(t, &self.replicas, self.obs.sinks.completed);
                     }
                 }
                 Some(end) => {
@@ -788,9 +770,9 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         // (A fleet event may refuse: bring the area up to now first.)
         self.area += self.in_system as f64 * (self.now - self.area_t);
         self.area_t = self.now;
-        self.obs.records[id as usize].status = Status::Rejected(why);
+        self.obs.sinks.records[id as usize].status = Status::Rejected(why);
         self.in_system -= 1;
-        if self.obs.notify {
+        if self.obs.sinks.notify {
             self.requests.done(id, self.now, false);
         }
     }
@@ -814,7 +796,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         {
             f.turn_off(r, self.now);
             // Its GPU (and host) memory goes with it: a later start is cold.
-            self.replicas[r].evacuate(self.now, &self.obs.records);
+            self.replicas[r].evacuate(self.now, &self.obs.sinks.records);
         }
         if r < self.n_entry {
             self.router.observe(r, &self.replicas[r]);
@@ -825,10 +807,10 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
 
     /// Closes the replicas' time integrals and gathers the output.
     fn finish(mut self) -> SimOutput {
-        crate::limits::note_simulated(self.obs.records.len() as u64 - self.reported);
-        let Observed { records, retired, .. } = &mut self.obs;
-        let peak_live_records = records.peak();
-        records.retire_all(|id, r, p| retired.take(id, r, p));
+        crate::limits::note_simulated(self.obs.sinks.records.len() as u64 - self.reported);
+        let Observed { sinks, retired } = &mut self.obs;
+        let peak_live_records = sinks.records.peak();
+        sinks.records.retire_all(|id, r, p| retired.take(id, r, p));
         let Retired { tally, keep, records, parts, sample, slo, .. } = self.obs.retired;
         let last_arrival = tally.last_arrival();
         for r in &mut self.replicas {
@@ -837,7 +819,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         let end = if self.last_step_end.is_nan() { self.now } else { self.last_step_end };
         let fleet = self.fleet.take().map(|f| f.finish(end));
         let mut pooled = LogHistogram::new();
-        for h in &self.obs.itl {
+        for h in &self.obs.sinks.itl {
             pooled.merge(h);
         }
         SimOutput {
@@ -849,14 +831,14 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             sample,
             tally,
             itl: pooled,
-            itl_by_class: self.obs.itl,
+            itl_by_class: self.obs.sinks.itl,
             replicas: self.replicas.into_iter().map(|r| r.stats).collect(),
             end_time: if self.last_step_end.is_nan() { self.now } else { self.last_step_end },
             run_end: self.now,
             in_system_area: self.area,
             events: self.events,
             timeseries: self.sampler.samples,
-            timeline: self.obs.timeline,
+            timeline: self.obs.sinks.timeline,
             stopped: self.stopped,
             fleet,
             slo_timeline: slo.map(|x| x.0),

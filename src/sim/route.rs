@@ -11,18 +11,18 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
     /// Admits request `id` now: to the central queue, or routed to a replica.
     pub(super) fn admit_now(&mut self, id: u32) {
         if self.central {
-            let rec = &mut self.obs.records[id as usize];
+            let rec = &mut self.obs.sinks.records[id as usize];
             rec.admitted = self.now;
             let preprocess = self.now - rec.arrival;
-            if self.obs.records.attributing() {
-                let p = &mut self.obs.records.attr(id).parts;
+            if self.obs.sinks.records.attributing() {
+                let p = &mut self.obs.sinks.records.attr(id).parts;
                 p[Part::Preprocess.idx()] = preprocess - p[Part::Preempted.idx()];
             }
             self.central_queue.push_back(id);
             self.dispatch();
         } else if !self.router.any_up() {
             // No replica serves (scaled to zero, or all failed): wait at the router.
-            let rec = &mut self.obs.records[id as usize];
+            let rec = &mut self.obs.sinks.records[id as usize];
             rec.admitted = self.now;
             rec.replica = u32::MAX;
             self.held.push_back(id);
@@ -34,7 +34,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
     /// Routes request `id` to an entry replica and queues it there; false
     /// when that replica's queue is full.
     pub(super) fn route(&mut self, id: u32) -> bool {
-        let rec = &mut self.obs.records[id as usize];
+        let rec = &mut self.obs.sinks.records[id as usize];
         let r = if self.router.wants_prefix() {
             self.replicas[0].prefix_ids(id, rec, &mut self.prefix_ids);
             self.router.pick_prefix(&self.prefix_ids)
@@ -42,7 +42,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
             self.router.pick(rec.session)
         };
         let r = if self.adapter_affinity { self.prefer_adapter(id, r) } else { r };
-        let rec = &mut self.obs.records[id as usize];
+        let rec = &mut self.obs.sinks.records[id as usize];
         // A request held at the router while no replica was ready was admitted then.
         let held = rec.admitted;
         if held.is_nan() {
@@ -53,9 +53,9 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         let work = rec.prompt as u64 + rec.output as u64;
         let (arrival, now) = (rec.arrival, self.now);
         self.sampler.activate(r);
-        if self.obs.records.attributing() {
+        if self.obs.sinks.records.attributing() {
             // (A request sent again after a failure counts from the failure.)
-            let p = &mut self.obs.records.attr(id).parts;
+            let p = &mut self.obs.sinks.records.attr(id).parts;
             let lost = p[Part::Preempted.idx()];
             if held.is_nan() {
                 p[Part::Preprocess.idx()] = now - arrival - lost;
@@ -64,7 +64,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
                 p[Part::CentralQueue.idx()] = now - held;
             }
         }
-        if !self.replicas[r].enqueue(self.now, id, key, work, &mut self.obs.records) {
+        if !self.replicas[r].enqueue(self.now, id, key, work, &mut self.obs.sinks.records) {
             return false;
         }
         self.router.observe(r, &self.replicas[r]);
@@ -92,7 +92,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
     /// replicas with room (fewer than `max_num_seqs` outstanding).
     pub(super) fn dispatch(&mut self) {
         while let Some(&id) = self.central_queue.front() {
-            if self.obs.records.refused(id) {
+            if self.obs.sinks.records.refused(id) {
                 self.central_queue.pop_front();
                 continue;
             }
@@ -104,19 +104,19 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
                 break;
             }
             self.central_queue.pop_front();
-            let rec = &mut self.obs.records[id as usize];
+            let rec = &mut self.obs.sinks.records[id as usize];
             rec.replica = r as u32;
             let work = rec.prompt as u64 + rec.output as u64;
             let key = self.keyer.key(self.replicas[r].stats.pool, id, rec);
             let queued_for = self.now - rec.admitted;
             self.sampler.activate(r);
-            if self.obs.records.attributing() {
-                self.obs.records.attr(id).parts[Part::CentralQueue.idx()] = queued_for;
+            if self.obs.sinks.records.attributing() {
+                self.obs.sinks.records.attr(id).parts[Part::CentralQueue.idx()] = queued_for;
             }
-            if !self.replicas[r].enqueue(self.now, id, key, work, &mut self.obs.records) {
+            if !self.replicas[r].enqueue(self.now, id, key, work, &mut self.obs.sinks.records) {
                 // Its waiting queue is full (`max_waiting` below
                 // `max_num_seqs`): the request waits on at the router.
-                self.obs.records[id as usize].replica = u32::MAX;
+                self.obs.sinks.records[id as usize].replica = u32::MAX;
                 self.central_queue.push_front(id);
                 break;
             }

@@ -53,7 +53,7 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
                 self.observe(i);
                 // Requests held while no replica served go to the router now.
                 while let Some(id) = self.held.pop_front() {
-                    if !self.obs.records.refused(id) && !self.route(id) {
+                    if !self.obs.sinks.records.refused(id) && !self.route(id) {
                         self.refuse(id, RejectReason::QueueFull);
                     }
                 }
@@ -83,14 +83,14 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         // Requests waiting at the router (held, or in the central queue), and their tokens.
         let (mut held, mut held_tokens) = (0u32, 0u64);
         for &id in self.held.iter().chain(self.central_queue.iter()) {
-            if !self.obs.records.refused(id) {
-                let r = &self.obs.records[id as usize];
+            if !self.obs.sinks.records.refused(id) {
+                let r = &self.obs.sinks.records[id as usize];
                 held += 1;
                 held_tokens += r.prompt as u64 + r.output as u64;
             }
         }
         let f = self.fleet.as_mut().expect("fleet");
-        if let Some(v) = self.obs.first_tokens.as_mut() {
+        if let Some(v) = self.obs.sinks.first_tokens.as_mut() {
             f.ttfts.append(v);
         }
         let actions = f.look(now, &views, held, held_tokens);
