@@ -259,12 +259,21 @@ fn child(exe: &Path, args: &[&str]) -> Result<Vec<String>> {
 fn bench_profiles(exe: &Path, n: u64) -> Result<()> {
     let catalog = crate::Catalog::builtin()?;
     println!(
-        "servesim bench --profiles: Llama-3.1-8B bf16, H100-SXM tp1, lognormal 1000 / 250, Poisson 20 req/s, {n} requests"
+        "servesim bench --profiles: Llama-3.1-8B bf16, H100-SXM tp1, lognormal 1000 / 250, Poisson 20 req/s, {n} requests, best of 3"
     );
     let mut rows = Vec::new();
     for name in catalog.engines.keys() {
-        let f = child(exe, &["--one-profile", name, "--profile-requests", &n.to_string()])?;
-        let wall: f64 = f[1].parse().unwrap_or(f64::NAN);
+        // Best of three runs, each in a fresh process (a single run of a
+        // few tens of milliseconds is at the mercy of a cold start).
+        let mut best: Option<(f64, Vec<String>)> = None;
+        for _ in 0..3 {
+            let f = child(exe, &["--one-profile", name, "--profile-requests", &n.to_string()])?;
+            let wall: f64 = f[1].parse().unwrap_or(f64::NAN);
+            if best.as_ref().is_none_or(|(b, _)| wall < *b) {
+                best = Some((wall, f));
+            }
+        }
+        let (wall, f) = best.expect("three runs");
         rows.push((name.clone(), wall, f[3].clone(), f[6].clone()));
     }
     let fastest = rows.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
