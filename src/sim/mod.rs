@@ -29,7 +29,8 @@
 //! the same setup and seed give bit-identical records.
 //!
 //! # Files
-//! The loop, its state and the request events are here; beside it, routing
+//! The loop, its state and the request events are here; beside it, the
+//! event queue and the event kinds (`events`), routing
 //! and the central queue (`route`), the fleet's scaling events (`scaling`),
 //! failures and retries (`failure`), rate limits and queue keys (`intake`),
 //! the time series (`sampler`) and what a run returns (`output`).
