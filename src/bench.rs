@@ -57,6 +57,15 @@ pub struct BenchArgs {
     /// Internal: simulate the --profiles workload under this profile in this process.
     #[arg(long, hide = true)]
     one_profile: Option<String>,
+    /// Instead: alternate this build with another servesim binary (an older
+    /// build) on the reference workload at each of --sizes, --rounds times,
+    /// and print both builds' simulation times and their ratio. Pin it to
+    /// one core with `taskset -c 0`.
+    #[arg(long, value_name = "SERVESIM")]
+    against: Option<std::path::PathBuf>,
+    /// Rounds with --against (each runs both builds, in alternating order).
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..))]
+    rounds: u32,
 }
 
 /// The sweep benchmark: 40 rates × 5 max_num_seqs × 5 token budgets = 1,000 points.
@@ -291,6 +300,75 @@ fn bench_profiles(exe: &Path, n: u64) -> Result<()> {
     Ok(())
 }
 
+/// The `sim_s` of one `bench --sizes n` table row printed by the servesim
+/// binary `exe` (any build since the column was added). A binary that cannot
+/// run or prints no such row is bad input.
+fn sim_seconds(exe: &Path, n: u64, a: &BenchArgs) -> Result<f64> {
+    let bad = |why: String| -> Error {
+        crate::error::ConfigError::new(format!("--against {}: {why}", exe.display()))
+            .hint("give the path of a servesim binary, e.g. an older build's target/release/servesim")
+            .into()
+    };
+    let out = Command::new(exe)
+        .args(["bench", "--sizes", &n.to_string(), "--replicas", &a.replicas.to_string(), "--router", &a.router])
+        .output()
+        .map_err(|e| bad(format!("cannot run it: {e}")))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    let sim_s = cells.get(2).and_then(|c| c.parse::<f64>().ok());
+    match (out.status.success(), cells.first().and_then(|c| c.parse::<u64>().ok()), sim_s) {
+        (true, Some(m), Some(t)) if m == n => Ok(t),
+        _ => Err(bad(format!(
+            "it printed no `bench` table row for {n} requests (last line {row:?}; {})",
+            String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("nothing on stderr")
+        ))),
+    }
+}
+
+/// The median and the smallest of `v` (not empty).
+fn median_min(v: &[f64]) -> (f64, f64) {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    (s[(s.len() - 1) / 2], s[0])
+}
+
+/// `bench --against OTHER`: this build and `other` alternated `rounds`
+/// times on each size (this build first in odd rounds, `other` first in even
+/// ones, so that a drift of the machine weighs on both alike).
+fn bench_against(exe: &Path, other: &Path, a: &BenchArgs) -> Result<()> {
+    if !other.is_file() {
+        return Err(crate::error::ConfigError::new(format!("--against {}: no such file", other.display()))
+            .hint("give the path of a servesim binary, e.g. an older build's target/release/servesim")
+            .into());
+    }
+    println!(
+        "servesim bench --against {}: the reference workload, {} replica(s) ({}), {} rounds alternated; sim_s (resolve + simulate)",
+        other.display(),
+        a.replicas,
+        a.router,
+        a.rounds
+    );
+    println!("{:>10} {:>6} {:>10} {:>10}", "requests", "round", "this_s", "other_s");
+    for &n in &a.sizes {
+        let (mut this, mut that) = (Vec::new(), Vec::new());
+        for round in 1..=a.rounds {
+            if round % 2 == 1 {
+                this.push(sim_seconds(exe, n, a)?);
+                that.push(sim_seconds(other, n, a)?);
+            } else {
+                that.push(sim_seconds(other, n, a)?);
+                this.push(sim_seconds(exe, n, a)?);
+            }
+            println!("{n:>10} {round:>6} {:>10.4} {:>10.4}", this[this.len() - 1], that[that.len() - 1]);
+        }
+        let ((m1, f1), (m2, f2)) = (median_min(&this), median_min(&that));
+        println!("{n:>10} {:>6} {m1:>10.4} {m2:>10.4}   this / other {:.3}", "median", m1 / m2);
+        println!("{n:>10} {:>6} {f1:>10.4} {f2:>10.4}   this / other {:.3}", "min", f1 / f2);
+    }
+    Ok(())
+}
+
 /// The generation benchmark's workload: Poisson arrivals, lognormal lengths.
 fn gen_toml(n: u64) -> String {
     format!(
@@ -407,6 +485,9 @@ pub fn main(a: BenchArgs) -> Result<()> {
     }
     if a.profiles {
         return bench_profiles(&exe, a.profile_requests);
+    }
+    if let Some(other) = &a.against {
+        return bench_against(&exe, other, &a);
     }
     println!(
         "servesim bench: Llama-3.1-8B bf16, H100-SXM tp1 × {} replica(s) ({}), prompt 1024 / output 256, Poisson {} req/s",

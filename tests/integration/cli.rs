@@ -688,3 +688,43 @@ fn bench_profiles_times_every_engine_profile() {
     assert!(ratios.iter().all(|&r| r >= 1.0), "{text}");
     assert!(ratios.contains(&1.0), "the fastest reads 1.0x: {text}");
 }
+
+/// `bench --against OTHER` alternates this build with another servesim
+/// binary (here itself) round by round and prints both times, their medians,
+/// minima and ratios; a path that is no servesim is bad input (exit 2).
+#[test]
+fn bench_against_alternates_two_builds() {
+    let me = env!("CARGO_BIN_EXE_servesim");
+    let out = servesim(&["bench", "--against", me, "--sizes", "300,400", "--rounds", "3"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    for n in ["300", "400"] {
+        let rows: Vec<Vec<&str>> = stdout
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .filter(|c| c.first() == Some(&n))
+            .collect();
+        assert_eq!(rows.len(), 5, "three rounds, a median and a min for {n}:\n{stdout}");
+        for (k, r) in rows[..3].iter().enumerate() {
+            assert_eq!(r[1], (k + 1).to_string(), "{stdout}");
+        }
+        let secs = |r: &[&str]| -> (f64, f64) { (r[2].parse().unwrap(), r[3].parse().unwrap()) };
+        let rounds: Vec<(f64, f64)> = rows[..3].iter().map(|r| secs(r)).collect();
+        assert!(rounds.iter().all(|&(a, b)| a > 0.0 && b > 0.0 && a.is_finite() && b.is_finite()), "{stdout}");
+        let (median, min) = (&rows[3], &rows[4]);
+        assert_eq!((median[1], min[1]), ("median", "min"), "{stdout}");
+        let mut this: Vec<f64> = rounds.iter().map(|r| r.0).collect();
+        this.sort_by(f64::total_cmp);
+        assert_eq!(format!("{:.4}", this[1]), median[2], "the median of three: {stdout}");
+        assert_eq!(format!("{:.4}", this[0]), min[2], "{stdout}");
+        let (m1, m2) = secs(median);
+        let ratio: f64 = median.last().unwrap().parse().unwrap();
+        assert!((ratio - m1 / m2).abs() < 0.002, "ratio {ratio} of {m1} / {m2}: {stdout}");
+    }
+    for (bad, why) in [("no/such/servesim", "no such file"), ("Cargo.toml", "cannot run it")] {
+        let out = servesim(&["bench", "--against", bad, "--sizes", "300", "--rounds", "1"]);
+        let (_, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(&format!("--against {bad}: {why}")) && stderr.contains("fix:"), "{stderr}");
+    }
+}
