@@ -24,3 +24,99 @@ fn every_file_the_architecture_page_names_exists() {
     assert!(named >= 40, "only {named} files named: did the page lose its map?");
     assert!(missing.is_empty(), "docs/architecture.md names files that do not exist: {missing:?}");
 }
+
+/// Every `.rs` file under `dir`, recursively, sorted.
+fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The name of the function a (rustfmt-formatted) line declares, if it does:
+/// `fn`, after any of `pub`, `pub(…)`, `const`, `unsafe`, `async`.
+fn declares_fn(line: &str) -> Option<&str> {
+    let mut rest = line.trim_start();
+    loop {
+        if let Some(r) = rest.strip_prefix("pub(") {
+            rest = r.split_once(") ")?.1;
+        } else if let Some(r) = ["pub ", "const ", "unsafe ", "async "].iter().find_map(|k| rest.strip_prefix(k)) {
+            rest = r;
+        } else {
+            break;
+        }
+    }
+    let name = rest.strip_prefix("fn ")?;
+    name.split(|c: char| !(c.is_alphanumeric() || c == '_')).next()
+}
+
+/// The lines of the function whose signature starts at `lines[i]`, from
+/// its signature to its closing brace (rustfmt puts that brace at the
+/// signature's indentation); None for a declaration without a body.
+fn fn_lines(lines: &[&str], i: usize) -> Option<usize> {
+    let indent = &lines[i][..lines[i].len() - lines[i].trim_start().len()];
+    let mut open = i;
+    loop {
+        let l = lines.get(open)?.trim_end();
+        if l.ends_with(';') {
+            return None;
+        }
+        if l.ends_with('}') && l.contains('{') {
+            return Some(open - i + 1);
+        }
+        if l.ends_with('{') {
+            break;
+        }
+        open += 1;
+    }
+    let close = (open + 1..lines.len()).find(|&k| lines[k].trim_end() == format!("{indent}}}"))?;
+    Some(close - i + 1)
+}
+
+/// Step 14's house rules, kept: no source file over 1,000 lines and no
+/// function over 150 (tests included), so that a reader can hold a
+/// mechanism in mind by opening one file.
+#[test]
+fn no_source_file_over_1000_lines_and_no_function_over_150() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    assert!(files.len() >= 100, "only {} files under src/", files.len());
+    let (mut long_files, mut long_fns, mut fns) = (Vec::new(), Vec::new(), 0);
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let name = f.strip_prefix(root).unwrap().display().to_string();
+        if lines.len() > 1000 {
+            long_files.push(format!("{name}: {} lines", lines.len()));
+        }
+        for i in 0..lines.len() {
+            if let (Some(fname), Some(n)) = (declares_fn(lines[i]), fn_lines(&lines, i)) {
+                fns += 1;
+                if n > 150 {
+                    long_fns.push(format!("{name}:{}: fn {fname}, {n} lines", i + 1));
+                }
+            }
+        }
+    }
+    assert!(fns >= 1000, "only {fns} functions found: is the scanner broken?");
+    assert!(long_files.is_empty(), "split these files (at most 1,000 lines): {long_files:?}");
+    assert!(long_fns.is_empty(), "split these functions (at most 150 lines): {long_fns:?}");
+}
+
+/// The scanner above finds what it should.
+#[test]
+fn the_length_scanner_measures_functions() {
+    let src = "impl X {\n    pub(crate) const fn a(&self) -> u32 { 1 }\n\n    fn b(\n        x: u32,\n    ) -> u32 {\n        x\n    }\n    fn c(&self);\n}\nasync fn d() {\n    let s = \"}\";\n}\n";
+    let lines: Vec<&str> = src.lines().collect();
+    let found: Vec<(usize, &str, Option<usize>)> =
+        (0..lines.len()).filter_map(|i| declares_fn(lines[i]).map(|n| (i, n, fn_lines(&lines, i)))).collect();
+    assert_eq!(found, vec![(1, "a", Some(1)), (3, "b", Some(5)), (8, "c", None), (10, "d", Some(3))]);
+    assert_eq!(declares_fn("    // fn not_code"), None);
+    assert_eq!(declares_fn("let f = fnord;"), None);
+}
