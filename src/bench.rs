@@ -59,12 +59,13 @@ pub struct BenchArgs {
     one_profile: Option<String>,
     /// Instead: alternate this build with another servesim binary (an older
     /// build) on the reference workload at each of --sizes, --rounds times,
-    /// and print both builds' simulation times and their ratio. Pin it to
-    /// one core with `taskset -c 0`.
-    #[arg(long, value_name = "SERVESIM")]
+    /// and print both builds' simulation times, their medians, minima and
+    /// ratios. Pin it to one core with `taskset -c 0`.
+    #[arg(long, value_name = "SERVESIM", conflicts_with_all = ["sweep", "workload", "profiles", "csv", "with_run"])]
     against: Option<std::path::PathBuf>,
-    /// Rounds with --against (each runs both builds, in alternating order).
-    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Rounds with --against (each runs both builds, in alternating order;
+    /// an even count's median is the mean of the middle two).
+    #[arg(long, default_value_t = 7, requires = "against", value_parser = clap::value_parser!(u32).range(1..))]
     rounds: u32,
 }
 
@@ -300,69 +301,89 @@ fn bench_profiles(exe: &Path, n: u64) -> Result<()> {
     Ok(())
 }
 
-/// The `sim_s` of one `bench --sizes n` table row printed by the servesim
-/// binary `exe` (any build since the column was added). A binary that cannot
-/// run or prints no such row is bad input.
-fn sim_seconds(exe: &Path, n: u64, a: &BenchArgs) -> Result<f64> {
-    let bad = |why: String| -> Error {
-        crate::error::ConfigError::new(format!("--against {}: {why}", exe.display()))
-            .hint("give the path of a servesim binary, e.g. an older build's target/release/servesim")
-            .into()
-    };
-    let out = Command::new(exe)
-        .args(["bench", "--sizes", &n.to_string(), "--replicas", &a.replicas.to_string(), "--router", &a.router])
-        .output()
-        .map_err(|e| bad(format!("cannot run it: {e}")))?;
+/// The `sim_s` of one `bench --sizes n` run of the servesim binary `exe`,
+/// read from the column of that name (any build that prints it), or why
+/// there is none. `--replicas` and `--router` are passed only when they are
+/// not the defaults, so that builds from before those flags can be timed.
+fn sim_seconds(exe: &Path, n: u64, a: &BenchArgs) -> std::result::Result<f64, String> {
+    let mut cmd = Command::new(exe);
+    cmd.args(["bench", "--sizes", &n.to_string()]);
+    if a.replicas != 1 {
+        cmd.args(["--replicas", &a.replicas.to_string()]);
+    }
+    if a.router != "round-robin" {
+        cmd.args(["--router", &a.router]);
+    }
+    let out = cmd.output().map_err(|e| format!("cannot run it: {e}"))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        let why = stderr.lines().find(|l| l.starts_with("error:")).or(stderr.lines().find(|l| !l.trim().is_empty()));
+        return Err(format!("`bench` failed: {}", why.unwrap_or("no message").trim().trim_start_matches("error: ")));
+    }
     let text = String::from_utf8_lossy(&out.stdout);
-    let row = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
-    let cells: Vec<&str> = row.split_whitespace().collect();
-    let sim_s = cells.get(2).and_then(|c| c.parse::<f64>().ok());
-    match (out.status.success(), cells.first().and_then(|c| c.parse::<u64>().ok()), sim_s) {
-        (true, Some(m), Some(t)) if m == n => Ok(t),
-        _ => Err(bad(format!(
-            "it printed no `bench` table row for {n} requests (last line {row:?}; {})",
-            String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("nothing on stderr")
-        ))),
+    let cells = |l: &str| l.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+    let column = text.lines().map(cells).find_map(|h| h.iter().position(|c| c == "sim_s"));
+    let Some(column) = column else { return Err("it printed no table with a `sim_s` column".into()) };
+    let row = text.lines().map(cells).find(|r| r.first().and_then(|c| c.parse::<u64>().ok()) == Some(n));
+    let Some(row) = row else { return Err(format!("it printed no row for {n} requests")) };
+    match row.get(column).and_then(|c| c.parse::<f64>().ok()) {
+        Some(t) if t.is_finite() && t > 0.0 => Ok(t),
+        Some(_) => Err(format!("{n} requests ran too fast to time (sim_s {}): use a larger --sizes", row[column])),
+        None => Err(format!("its row for {n} requests has no number under `sim_s`")),
     }
 }
 
-/// The median and the smallest of `v` (not empty).
+/// The median (the mean of the middle two for an even count) and the
+/// smallest of `v` (not empty).
 fn median_min(v: &[f64]) -> (f64, f64) {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
-    (s[(s.len() - 1) / 2], s[0])
+    let k = s.len() / 2;
+    let median = if s.len() % 2 == 1 { s[k] } else { (s[k - 1] + s[k]) / 2.0 };
+    (median, s[0])
 }
 
 /// `bench --against OTHER`: this build and `other` alternated `rounds`
-/// times on each size (this build first in odd rounds, `other` first in even
-/// ones, so that a drift of the machine weighs on both alike).
+/// times on each size, after one untimed run of each (this build first in
+/// odd rounds, `other` first in even ones, so that a drift of the machine
+/// weighs on both alike). Ratios are of the times as measured, not as
+/// printed.
 fn bench_against(exe: &Path, other: &Path, a: &BenchArgs) -> Result<()> {
-    if !other.is_file() {
-        return Err(crate::error::ConfigError::new(format!("--against {}: no such file", other.display()))
+    let bad_other = |why: String| -> Error {
+        crate::error::ConfigError::new(format!("--against {}: {why}", other.display()))
             .hint("give the path of a servesim binary, e.g. an older build's target/release/servesim")
-            .into());
-    }
-    println!(
-        "servesim bench --against {}: the reference workload, {} replica(s) ({}), {} rounds alternated; sim_s (resolve + simulate)",
-        other.display(),
-        a.replicas,
-        a.router,
-        a.rounds
-    );
-    println!("{:>10} {:>6} {:>10} {:>10}", "requests", "round", "this_s", "other_s");
-    for &n in &a.sizes {
-        let (mut this, mut that) = (Vec::new(), Vec::new());
+            .into()
+    };
+    // (A bare name is a file here, not a program looked for on PATH.)
+    let other =
+        &std::fs::canonicalize(other).ok().filter(|p| p.is_file()).ok_or_else(|| bad_other("no such file".into()))?;
+    let this = |n| sim_seconds(exe, n, a).map_err(|why| Error::from(crate::error::ConfigError::new(why)));
+    let that = |n| sim_seconds(other, n, a).map_err(bad_other);
+    for (k, &n) in a.sizes.iter().enumerate() {
+        this(n)?;
+        that(n)?;
+        if k == 0 {
+            println!(
+                "servesim bench --against {}: the reference workload, {} replica(s) ({}), {} rounds alternated after one untimed run each; sim_s (resolve + simulate)",
+                other.display(),
+                a.replicas,
+                a.router,
+                a.rounds
+            );
+            println!("{:>10} {:>6} {:>10} {:>10}", "requests", "round", "this_s", "other_s");
+        }
+        let (mut mine, mut theirs) = (Vec::new(), Vec::new());
         for round in 1..=a.rounds {
             if round % 2 == 1 {
-                this.push(sim_seconds(exe, n, a)?);
-                that.push(sim_seconds(other, n, a)?);
+                mine.push(this(n)?);
+                theirs.push(that(n)?);
             } else {
-                that.push(sim_seconds(other, n, a)?);
-                this.push(sim_seconds(exe, n, a)?);
+                theirs.push(that(n)?);
+                mine.push(this(n)?);
             }
-            println!("{n:>10} {round:>6} {:>10.4} {:>10.4}", this[this.len() - 1], that[that.len() - 1]);
+            println!("{n:>10} {round:>6} {:>10.4} {:>10.4}", mine[mine.len() - 1], theirs[theirs.len() - 1]);
         }
-        let ((m1, f1), (m2, f2)) = (median_min(&this), median_min(&that));
+        let ((m1, f1), (m2, f2)) = (median_min(&mine), median_min(&theirs));
         println!("{n:>10} {:>6} {m1:>10.4} {m2:>10.4}   this / other {:.3}", "median", m1 / m2);
         println!("{n:>10} {:>6} {f1:>10.4} {f2:>10.4}   this / other {:.3}", "min", f1 / f2);
     }

@@ -39,12 +39,15 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 }
 
 /// The name of the function a (rustfmt-formatted) line declares, if it does:
-/// `fn`, after any of `pub`, `pub(…)`, `const`, `unsafe`, `async`.
+/// `fn`, after any of `pub`, `pub(…)`, `const`, `unsafe`, `async`,
+/// `extern "…"`.
 fn declares_fn(line: &str) -> Option<&str> {
     let mut rest = line.trim_start();
     loop {
         if let Some(r) = rest.strip_prefix("pub(") {
             rest = r.split_once(") ")?.1;
+        } else if let Some(r) = rest.strip_prefix("extern \"") {
+            rest = r.split_once("\" ")?.1;
         } else if let Some(r) = ["pub ", "const ", "unsafe ", "async "].iter().find_map(|k| rest.strip_prefix(k)) {
             rest = r;
         } else {
@@ -57,7 +60,9 @@ fn declares_fn(line: &str) -> Option<&str> {
 
 /// The lines of the function whose signature starts at `lines[i]`, from
 /// its signature to its closing brace (rustfmt puts that brace at the
-/// signature's indentation); None for a declaration without a body.
+/// signature's indentation, alone or before a comment); None for a
+/// declaration without a body. (A multi-line string literal with a line
+/// `}` at exactly that indentation would end it early: none is in src/.)
 fn fn_lines(lines: &[&str], i: usize) -> Option<usize> {
     let indent = &lines[i][..lines[i].len() - lines[i].trim_start().len()];
     let mut open = i;
@@ -74,13 +79,18 @@ fn fn_lines(lines: &[&str], i: usize) -> Option<usize> {
         }
         open += 1;
     }
-    let close = (open + 1..lines.len()).find(|&k| lines[k].trim_end() == format!("{indent}}}"))?;
+    let closes = |l: &str| {
+        l.strip_prefix(indent)
+            .and_then(|r| r.strip_prefix('}'))
+            .is_some_and(|r| r.trim().is_empty() || r.trim_start().starts_with("//"))
+    };
+    let close = (open + 1..lines.len()).find(|&k| closes(lines[k]))?;
     Some(close - i + 1)
 }
 
-/// Step 14's house rules, kept: no source file over 1,000 lines and no
-/// function over 150 (tests included), so that a reader can hold a
-/// mechanism in mind by opening one file.
+/// Step 14's house rules, kept: no file in src/ over 1,000 lines and no
+/// function there over 150 (unit tests included), so that a reader can hold
+/// a mechanism in mind by opening one file.
 #[test]
 fn no_source_file_over_1000_lines_and_no_function_over_150() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -112,11 +122,41 @@ fn no_source_file_over_1000_lines_and_no_function_over_150() {
 /// The scanner above finds what it should.
 #[test]
 fn the_length_scanner_measures_functions() {
-    let src = "impl X {\n    pub(crate) const fn a(&self) -> u32 { 1 }\n\n    fn b(\n        x: u32,\n    ) -> u32 {\n        x\n    }\n    fn c(&self);\n}\nasync fn d() {\n    let s = \"}\";\n}\n";
-    let lines: Vec<&str> = src.lines().collect();
+    let src = [
+        "impl X {",
+        "    pub(crate) const fn a(&self) -> u32 { 1 }",
+        "",
+        "    fn b(",
+        "        x: u32,",
+        "    ) -> u32 {",
+        "        x",
+        "    }",
+        "    fn c(&self);",
+        "}",
+        "async fn d() {",
+        "    let s = \"}\";",
+        "}",
+        "pub unsafe extern \"C\" fn e<T>(t: T) -> T",
+        "where",
+        "    T: Copy,",
+        "{",
+        "    t",
+        "} // e",
+        "fn f() {}",
+    ];
     let found: Vec<(usize, &str, Option<usize>)> =
-        (0..lines.len()).filter_map(|i| declares_fn(lines[i]).map(|n| (i, n, fn_lines(&lines, i)))).collect();
-    assert_eq!(found, vec![(1, "a", Some(1)), (3, "b", Some(5)), (8, "c", None), (10, "d", Some(3))]);
+        (0..src.len()).filter_map(|i| declares_fn(src[i]).map(|n| (i, n, fn_lines(&src, i)))).collect();
+    assert_eq!(
+        found,
+        vec![
+            (1, "a", Some(1)),
+            (3, "b", Some(5)),
+            (8, "c", None),
+            (10, "d", Some(3)),
+            (13, "e", Some(6)),
+            (19, "f", Some(1))
+        ]
+    );
     assert_eq!(declares_fn("    // fn not_code"), None);
     assert_eq!(declares_fn("let f = fnord;"), None);
 }

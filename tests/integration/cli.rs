@@ -690,14 +690,34 @@ fn bench_profiles_times_every_engine_profile() {
 }
 
 /// `bench --against OTHER` alternates this build with another servesim
-/// binary (here itself) round by round and prints both times, their medians,
-/// minima and ratios; a path that is no servesim is bad input (exit 2).
+/// binary round by round and prints both times, their medians, minima and
+/// ratios; `sim_s` is read from the column of that name. A path that is no
+/// servesim is bad input (exit 2), as is a bad flag for this build.
+#[cfg(unix)]
 #[test]
 fn bench_against_alternates_two_builds() {
-    let me = env!("CARGO_BIN_EXE_servesim");
-    let out = servesim(&["bench", "--against", me, "--sizes", "300,400", "--rounds", "3"]);
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let script = |name: &str, body: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p.display().to_string()
+    };
+    // An "older build" whose table has sim_s in another column, and that counts its calls.
+    let calls = dir.path().join("calls");
+    let fake = script(
+        "old-servesim",
+        &format!(
+            "echo x >> {}\necho 'servesim bench: ...'\necho '  requests  sim_s  wall_s'\necho \"  $3  1.2345  9.9\"",
+            calls.display()
+        ),
+    );
+    let out = servesim(&["bench", "--against", &fake, "--sizes", "300,400", "--rounds", "3"]);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
+    // One untimed run and three rounds per size.
+    assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 8, "{stdout}");
     for n in ["300", "400"] {
         let rows: Vec<Vec<&str>> = stdout
             .lines()
@@ -705,26 +725,41 @@ fn bench_against_alternates_two_builds() {
             .filter(|c| c.first() == Some(&n))
             .collect();
         assert_eq!(rows.len(), 5, "three rounds, a median and a min for {n}:\n{stdout}");
+        let mut this = Vec::new();
         for (k, r) in rows[..3].iter().enumerate() {
-            assert_eq!(r[1], (k + 1).to_string(), "{stdout}");
+            assert_eq!((r[1], r[3]), ((k + 1).to_string().as_str(), "1.2345"), "{stdout}");
+            this.push(r[2].parse::<f64>().unwrap());
         }
-        let secs = |r: &[&str]| -> (f64, f64) { (r[2].parse().unwrap(), r[3].parse().unwrap()) };
-        let rounds: Vec<(f64, f64)> = rows[..3].iter().map(|r| secs(r)).collect();
-        assert!(rounds.iter().all(|&(a, b)| a > 0.0 && b > 0.0 && a.is_finite() && b.is_finite()), "{stdout}");
-        let (median, min) = (&rows[3], &rows[4]);
-        assert_eq!((median[1], min[1]), ("median", "min"), "{stdout}");
-        let mut this: Vec<f64> = rounds.iter().map(|r| r.0).collect();
+        assert!(this.iter().all(|&t| t > 0.0 && t.is_finite()), "{stdout}");
         this.sort_by(f64::total_cmp);
-        assert_eq!(format!("{:.4}", this[1]), median[2], "the median of three: {stdout}");
-        assert_eq!(format!("{:.4}", this[0]), min[2], "{stdout}");
-        let (m1, m2) = secs(median);
+        let (median, min) = (&rows[3], &rows[4]);
+        assert_eq!((median[1], median[2], median[3]), ("median", format!("{:.4}", this[1]).as_str(), "1.2345"));
+        assert_eq!((min[1], min[2], min[3]), ("min", format!("{:.4}", this[0]).as_str(), "1.2345"));
         let ratio: f64 = median.last().unwrap().parse().unwrap();
-        assert!((ratio - m1 / m2).abs() < 0.002, "ratio {ratio} of {m1} / {m2}: {stdout}");
+        assert!((ratio - this[1] / 1.2345).abs() < 0.001, "{stdout}");
     }
-    for (bad, why) in [("no/such/servesim", "no such file"), ("Cargo.toml", "cannot run it")] {
-        let out = servesim(&["bench", "--against", bad, "--sizes", "300", "--rounds", "1"]);
+    // Against itself, both columns are timed.
+    let me = env!("CARGO_BIN_EXE_servesim");
+    let out = servesim(&["bench", "--against", me, "--sizes", "300", "--rounds", "2"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let median: Vec<&str> = stdout.lines().find(|l| l.contains("median")).unwrap().split_whitespace().collect();
+    assert!(median[2].parse::<f64>().unwrap() > 0.0 && median[3].parse::<f64>().unwrap() > 0.0, "{stdout}");
+    let silent = script("silent", "true");
+    let failing = script("failing", "echo 'error: no such subcommand' >&2; exit 2");
+    let cases = [
+        (vec!["--against", "no/such/servesim"], "--against no/such/servesim: no such file"),
+        (vec!["--against", "Cargo.toml"], "Cargo.toml: cannot run it"),
+        (vec!["--against", &silent], "silent: it printed no table with a `sim_s` column"),
+        (vec!["--against", &failing], "failing: `bench` failed: no such subcommand"),
+        (vec!["--against", &fake, "--router", "nope"], "unknown variant `nope`"),
+    ];
+    for (args, why) in cases {
+        let mut all = vec!["bench", "--sizes", "300", "--rounds", "1"];
+        all.extend(args);
+        let out = servesim(&all);
         let (_, stderr) = text(&out);
-        assert_eq!(out.status.code(), Some(2), "{stderr}");
-        assert!(stderr.contains(&format!("--against {bad}: {why}")) && stderr.contains("fix:"), "{stderr}");
+        assert_eq!(out.status.code(), Some(2), "{all:?}: {stderr}");
+        assert!(stderr.contains(why), "{all:?}: {stderr}");
     }
 }
