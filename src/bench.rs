@@ -334,13 +334,9 @@ fn sim_seconds(exe: &Path, n: u64, a: &BenchArgs) -> std::result::Result<f64, St
 }
 
 /// The median (the mean of the middle two for an even count) and the
-/// smallest of `v` (not empty).
+/// smallest of `v`.
 fn median_min(v: &[f64]) -> (f64, f64) {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let k = s.len() / 2;
-    let median = if s.len() % 2 == 1 { s[k] } else { (s[k - 1] + s[k]) / 2.0 };
-    (median, s[0])
+    (crate::metrics::stats::median(v), v.iter().copied().fold(f64::INFINITY, f64::min))
 }
 
 /// `bench --against OTHER`: this build and `other` alternated `rounds`

@@ -25,19 +25,6 @@ fn every_file_the_architecture_page_names_exists() {
     assert!(missing.is_empty(), "docs/architecture.md names files that do not exist: {missing:?}");
 }
 
-/// Every `.rs` file under `dir`, recursively, sorted.
-fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|e| e == "rs") {
-            out.push(p);
-        }
-    }
-}
-
 /// The name of the function a (rustfmt-formatted) line declares, if it does:
 /// `fn`, after any of `pub`, `pub(…)`, `const`, `unsafe`, `async`,
 /// `extern "…"`.
@@ -60,9 +47,10 @@ fn declares_fn(line: &str) -> Option<&str> {
 
 /// The lines of the function whose signature starts at `lines[i]`, from
 /// its signature to its closing brace (rustfmt puts that brace at the
-/// signature's indentation, alone or before a comment); None for a
-/// declaration without a body. (A multi-line string literal with a line
-/// `}` at exactly that indentation would end it early: none is in src/.)
+/// signature's indentation, alone once comments are blanked); None for a
+/// declaration without a body. Strings and comments are to be blanked
+/// first ([`crate::imports::blank_comments_and_strings`]), so that a `}`
+/// inside a literal cannot end a function.
 fn fn_lines(lines: &[&str], i: usize) -> Option<usize> {
     let indent = &lines[i][..lines[i].len() - lines[i].trim_start().len()];
     let mut open = i;
@@ -79,11 +67,8 @@ fn fn_lines(lines: &[&str], i: usize) -> Option<usize> {
         }
         open += 1;
     }
-    let closes = |l: &str| {
-        l.strip_prefix(indent)
-            .and_then(|r| r.strip_prefix('}'))
-            .is_some_and(|r| r.trim().is_empty() || r.trim_start().starts_with("//"))
-    };
+    let closes =
+        |l: &str| l.strip_prefix(indent).and_then(|r| r.strip_prefix('}')).is_some_and(|r| r.trim().is_empty());
     let close = (open + 1..lines.len()).find(|&k| closes(lines[k]))?;
     Some(close - i + 1)
 }
@@ -93,23 +78,22 @@ fn fn_lines(lines: &[&str], i: usize) -> Option<usize> {
 /// a mechanism in mind by opening one file.
 #[test]
 fn no_source_file_over_1000_lines_and_no_function_over_150() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
-    rust_files(&root.join("src"), &mut files);
+    crate::imports::read_tree(&src, &src, &mut files);
     assert!(files.len() >= 100, "only {} files under src/", files.len());
     let (mut long_files, mut long_fns, mut fns) = (Vec::new(), Vec::new(), 0);
-    for f in &files {
-        let text = std::fs::read_to_string(f).unwrap();
-        let lines: Vec<&str> = text.lines().collect();
-        let name = f.strip_prefix(root).unwrap().display().to_string();
+    for (name, text) in &files {
+        let code = crate::imports::blank_comments_and_strings(text);
+        let lines: Vec<&str> = code.lines().collect();
         if lines.len() > 1000 {
-            long_files.push(format!("{name}: {} lines", lines.len()));
+            long_files.push(format!("src/{name}: {} lines", lines.len()));
         }
         for i in 0..lines.len() {
             if let (Some(fname), Some(n)) = (declares_fn(lines[i]), fn_lines(&lines, i)) {
                 fns += 1;
                 if n > 150 {
-                    long_fns.push(format!("{name}:{}: fn {fname}, {n} lines", i + 1));
+                    long_fns.push(format!("src/{name}:{}: fn {fname}, {n} lines", i + 1));
                 }
             }
         }
@@ -143,9 +127,15 @@ fn the_length_scanner_measures_functions() {
         "    t",
         "} // e",
         "fn f() {}",
+        "fn g() {",
+        "    let json = \"{",
+        "}\";",
+        "}",
     ];
+    let code = crate::imports::blank_comments_and_strings(&src.join("\n"));
+    let lines: Vec<&str> = code.lines().collect();
     let found: Vec<(usize, &str, Option<usize>)> =
-        (0..src.len()).filter_map(|i| declares_fn(src[i]).map(|n| (i, n, fn_lines(&src, i)))).collect();
+        (0..lines.len()).filter_map(|i| declares_fn(lines[i]).map(|n| (i, n, fn_lines(&lines, i)))).collect();
     assert_eq!(
         found,
         vec![
@@ -154,7 +144,8 @@ fn the_length_scanner_measures_functions() {
             (8, "c", None),
             (10, "d", Some(3)),
             (13, "e", Some(6)),
-            (19, "f", Some(1))
+            (19, "f", Some(1)),
+            (20, "g", Some(4)),
         ]
     );
     assert_eq!(declares_fn("    // fn not_code"), None);
