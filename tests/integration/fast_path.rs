@@ -55,6 +55,8 @@ const DISAGG: &str = include_str!("../../scenarios/what-if-disaggregation.toml")
 const SPEC: &str = include_str!("../../scenarios/what-if-speculative.toml");
 const LORA: &str = include_str!("../../scenarios/what-if-lora.toml");
 const PREFIX: &str = include_str!("../../scenarios/what-if-prefix-cache.toml");
+const OFFLOAD: &str = include_str!("../../scenarios/what-if-kv-offload.toml");
+const CLOSED: &str = include_str!("../../scenarios/closed-loop-concurrency.toml");
 
 #[test]
 fn fast_path_is_exact_with_joiners_swaps_and_attribution() {
@@ -79,4 +81,28 @@ fn fast_path_is_exact_with_joiners_swaps_and_attribution() {
     same_with(SPEC, &["duration_s=30"], true);
     same_with(LORA, &["num_requests=1500"], true);
     same_with(PREFIX, &["duration_s=60", "warmup_s=10"], true);
+}
+
+#[test]
+fn fast_path_is_exact_where_sequences_finish_inline() {
+    // Decode steps in which sequences finish go through the fast path too,
+    // and a step that only continues the decode group is planned inline:
+    // completions that store blocks in the offload tiers (the next step
+    // waits for them), closed-loop users who send their next request at
+    // once, a central queue that dispatches into the room freed, and the
+    // engine profiles whose admission differs (SGLang's reserve ratio,
+    // TensorRT-LLM's whole prompts).
+    let trace = "workload.trace.file=\"scenarios/traces/conversation_trace.jsonl\"";
+    same(OFFLOAD, &[trace, "duration_s=40"]);
+    same(OFFLOAD, &[trace, "duration_s=40", "engine.kv_offload_connector=\"vllm\"", "engine.kv_offload_disk_gb=0"]);
+    same(CLOSED, &["duration_s=40"]);
+    same(QUICK, &["hardware.replicas=2", "hardware.router=\"central-queue\"", "workload.rate=30", "num_requests=2000"]);
+    for preset in ["sglang", "trtllm", "vllm-v1"] {
+        let p = format!("engine.preset=\"{preset}\"");
+        same(QUICK, &[&p, "workload.rate=25", "num_requests=2000"]);
+        same(
+            QUICK,
+            &[&p, "engine.num_gpu_blocks=600", "engine.max_model_len=8192", "workload.rate=20", "num_requests=1500"],
+        );
+    }
 }
