@@ -166,7 +166,22 @@ impl<C: StepCostModel> Replica<C> {
         }
         self.pending_tokens -= self.step.batch.prefill_tokens + self.step.batch.decode_seqs as u64;
         if self.step.decodes {
-            self.decode_out(t_end, sinks, attributing);
+            self.decode_tokens_out(t_end, sinks, attributing);
+            let step = self.decode.d;
+            self.advance_d();
+            self.decode.ctx += self.decode.n as u64;
+            while let Some((i, version)) = self.decode.pop_due(step) {
+                let s = self.running[i];
+                if s.version == version && s.phase == Phase::Decode {
+                    Self::span(sinks, s.req, SpanKind::Decode, s.last_token, t_end);
+                    if attributing {
+                        self.clocks.close_decode(sinks.records.attr(s.req), false);
+                    }
+                    let kv = s.kv0 as u64 + (s.output - s.generated) as u64;
+                    let blocks = self.leave_decode(i);
+                    self.complete(t_end, i, blocks, kv, s.output, sinks);
+                }
+            }
         }
         let chunks = std::mem::take(&mut self.step.chunks);
         for &(i, c) in &chunks {
@@ -238,30 +253,7 @@ impl<C: StepCostModel> Replica<C> {
         }
         self.step.chunks = chunks;
         self.step.chunks.clear();
-        if self.inline_plans { self.plan_next(t_end, sinks, true) } else { self.form_step(t_end, sinks) }
-    }
-
-    /// The decode group's part of the step that ended at `t_end`: its
-    /// tokens, one step further for every sequence, and the sequences
-    /// whose last token it was complete.
-    #[inline(always)]
-    pub(super) fn decode_out(&mut self, t_end: f64, sinks: &mut Sinks, attributing: bool) {
-        self.decode_tokens_out(t_end, sinks, attributing);
-        let step = self.decode.d;
-        self.advance_d();
-        self.decode.ctx += self.decode.n as u64;
-        while let Some((i, version)) = self.decode.pop_due(step) {
-            let s = self.running[i];
-            if s.version == version && s.phase == Phase::Decode {
-                Self::span(sinks, s.req, SpanKind::Decode, s.last_token, t_end);
-                if attributing {
-                    self.clocks.close_decode(sinks.records.attr(s.req), false);
-                }
-                let kv = s.kv0 as u64 + (s.output - s.generated) as u64;
-                let blocks = self.leave_decode(i);
-                self.complete(t_end, i, blocks, kv, s.output, sinks);
-            }
-        }
+        self.form_step(t_end, sinks)
     }
 
     /// The decode group's tokens of the step ending at `t_end`: each

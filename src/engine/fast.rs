@@ -63,90 +63,33 @@ impl<C: StepCostModel> Replica<C> {
                 // (The next step would evict cached blocks: it runs below.)
             }
             *area += in_system as f64 * (end - self.step.start);
-            let next = self.steady_step(sinks, check);
-            debug_assert!(next.is_some(), "a steady step plans the next inline");
+            self.steady_step(sinks, check);
         }
     }
 
     /// Whether the step in flight and the next are steady decode steps: both
     /// pure decode steps, no sequence finishes in the step in flight, nobody
     /// can be admitted and no preemption is needed. [`Self::steady_step`]
-    /// then finishes it and plans the next inline.
+    /// then finishes it.
     #[inline(always)]
     pub fn steady(&self) -> bool {
-        self.decode_in_flight()
-            && self.decode.none_due_now()
-            && self.continues_decoding(self.decode.blocks_needed_after())
-    }
-
-    /// Whether the step in flight is a pure decode step (no prompt chunk):
-    /// [`Self::steady_step`] finishes it as [`Self::finish_step`] would,
-    /// sequences that end in it included, when latency is not attributed.
-    #[inline(always)]
-    pub fn decode_in_flight(&self) -> bool {
-        self.step.busy && self.step.decodes && self.step.chunks.is_empty()
-    }
-
-    /// Whether [`Self::form_step`], called now, would form nothing but the
-    /// decode group's next step, taking `need` blocks for its growth: one
-    /// scheduler step per window, sequences decoding and none prefilling,
-    /// nobody admissible (no request waits, or a chunked batch is full), no
-    /// extra speculative blocks pending and no preemption needed.
-    #[inline(always)]
-    fn continues_decoding(&self, need: u64) -> bool {
         self.p.scheduler_steps <= 1
-            && self.decode.n > 0
+            && self.step.busy
+            && self.step.decodes
+            && self.step.chunks.is_empty()
             && self.prefilling.is_empty()
             && (self.waiting.is_empty() || (self.p.batching.chunked() && self.running.len() >= self.p.max_num_seqs))
             && self.decode.extra_pending == 0
-            && self.kv.fits_growth(need)
+            && self.decode.none_due_now()
+            && self.kv.fits_growth(self.decode.blocks_needed_after())
     }
 
-    /// Plans the step after one that ended at `now`: the decode group's
-    /// next step inline where [`Self::form_step`] would form just that (see
-    /// [`Self::continues_decoding`]), else [`Self::form_step`]. `changed`:
-    /// sequences joined or left the group in the step that ended; they may
-    /// have stored blocks that the next step waits for (offload tiers), and
-    /// attribution notes why the step formed, so the inline plan then needs
-    /// neither. Returns the next step's end, if any.
+    /// Finishes the step in flight, [`Self::steady`], at its end and plans
+    /// the next exactly as [`Self::finish_step`] would (same arithmetic,
+    /// same order), without the general machinery. The caller counts the
+    /// step's Little's-law area. With `check`, verifies the invariants.
     #[inline]
-    pub(super) fn plan_next(&mut self, now: f64, sinks: &mut Sinks, changed: bool) -> Option<f64> {
-        if self.continues_decoding(self.decode.blocks_needed())
-            && (!changed || (self.kv.offload.is_none() && !sinks.records.attributing()))
-        {
-            return Some(self.plan_decode(now));
-        }
-        self.form_step(now, sinks)
-    }
-
-    /// The decode group's next step, from `now`, exactly as
-    /// [`Self::form_step`] forms and prices it when it forms nothing else
-    /// (same arithmetic, same order); returns its end.
-    #[inline]
-    fn plan_decode(&mut self, now: f64) -> f64 {
-        // Every sequence decodes one more token.
-        self.kv.take_growth(self.decode.blocks_needed());
-        self.step.decodes = true;
-        self.step.batch =
-            StepBatch::decoding(self.decode.n, (self.decode.ctx + self.decode.n as u64) as f64, self.p.spec_k);
-        self.step.cost = self.price_step();
-        if let Some(l) = self.lora.as_mut() {
-            self.step.cost.time += l.step_time(&self.step.batch);
-        }
-        self.step.swap_time = 0.0;
-        self.step.start = now;
-        now + self.step.cost.time
-    }
-
-    /// Finishes the step in flight, a pure decode step
-    /// ([`Self::decode_in_flight`]), at its end as [`Self::finish_step`]
-    /// would (same arithmetic, same order; sequences whose last token it
-    /// was complete), without the general machinery, and plans the next
-    /// ([`Self::plan_next`]). The caller counts the step's Little's-law
-    /// area. With `check`, verifies the invariants. Returns the next step's
-    /// end, if any.
-    #[inline]
-    pub fn steady_step(&mut self, sinks: &mut Sinks, check: bool) -> Option<f64> {
+    pub fn steady_step(&mut self, sinks: &mut Sinks, check: bool) {
         let end = self.step.start + self.step.cost.time;
         self.account_step(end);
         let attributing = sinks.records.attributing();
@@ -156,14 +99,23 @@ impl<C: StepCostModel> Replica<C> {
             let swap = self.step.swap_time;
             self.clocks.decode_step(end - self.step.start - swap, 0.0, swap);
         }
-        self.pending_tokens -= self.step.batch.prefill_tokens + self.step.batch.decode_seqs as u64;
-        let n = self.decode.n;
-        self.decode_out(end, sinks, attributing);
-        let next = self.plan_next(end, sinks, self.decode.n != n);
+        self.pending_tokens -= self.decode.n as u64;
+        self.decode_tokens_out(end, sinks, attributing);
+        self.advance_d();
+        self.decode.ctx += self.decode.n as u64;
+        // Plan the next one: every sequence decodes one more token.
+        self.kv.take_growth(self.decode.blocks_needed());
+        self.step.batch =
+            StepBatch::decoding(self.decode.n, (self.decode.ctx + self.decode.n as u64) as f64, self.p.spec_k);
+        self.step.cost = self.price_step();
+        if let Some(l) = self.lora.as_mut() {
+            self.step.cost.time += l.step_time(&self.step.batch);
+        }
+        self.step.swap_time = 0.0;
+        self.step.start = end;
         if check && let Err(m) = self.check_invariants() {
             panic!("replica {} at t = {end} (fast path): {m}", self.id);
         }
-        next
     }
 
     /// What a decode run starts from, read once: the integrals, whether

@@ -172,10 +172,6 @@ pub struct Replica<C> {
     window_start: f64,
     /// End of the last step, or when the replica began serving, s.
     last_step_end: f64,
-    /// A step that continues the decode group and nothing else is planned
-    /// inline, without [`Replica::form_step`] (the fast path's; off where
-    /// every step goes through the general scheduler).
-    pub inline_plans: bool,
     /// Σ over running sequences of their `max_tokens` beyond their real
     /// output (clipped at 4,096), for SGLang's admission reserve.
     limit_extra: u64,
@@ -270,7 +266,6 @@ impl<C: StepCostModel> Replica<C> {
             window_left: 0,
             window_start,
             last_step_end: 0.0,
-            inline_plans: false,
             limit_extra: 0,
             t_touch: 0.0,
             clocks: attribution::Clocks::default(),

@@ -353,7 +353,6 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
                 let p = pool[i as usize];
                 let mut r = Replica::new(i, setup.pools[p as usize].engine, make_cost(i), warmup);
                 r.stats.pool = p;
-                r.inline_plans = fast;
                 r
             })
             .collect();
@@ -678,13 +677,16 @@ impl<'s, 'k, C: StepCostModel> EventLoop<'s, 'k, C> {
         }
         let mut t = self.now;
         let mut horizon = self.queue.peek().map_or(f64::INFINITY, |x| x.t).min(next_arrival.unwrap_or(f64::INFINITY));
+        // A steady decode step (the event loop has counted its area) is
+        // finished on the fast path (unless latency is attributed: the step
+        // may have held back requests that arrived while it ran).
+        let mut steady = self.fast && !self.obs.sinks.records.attributing() && self.replicas[r].steady();
         loop {
             let before = self.obs.sinks.completed;
-            // A pure decode step (the event loop has counted its area) is
-            // finished on the fast path (unless latency is attributed: the
-            // step may have held back requests that arrived while it ran).
-            let next = if self.fast && !self.obs.sinks.records.attributing() && self.replicas[r].decode_in_flight() {
-                self.replicas[r].steady_step(&mut self.obs.sinks, self.check)
+            let next = if steady {
+                steady = false;
+                self.replicas[r].steady_step(&mut self.obs.sinks, self.check);
+                Some(t)
             } else {
                 self.replicas[r].finish_step(t, &mut self.obs.sinks)
             };

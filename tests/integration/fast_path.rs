@@ -84,14 +84,13 @@ fn fast_path_is_exact_with_joiners_swaps_and_attribution() {
 }
 
 #[test]
-fn fast_path_is_exact_where_sequences_finish_inline() {
-    // Decode steps in which sequences finish go through the fast path too,
-    // and a step that only continues the decode group is planned inline:
-    // completions that store blocks in the offload tiers (the next step
-    // waits for them), closed-loop users who send their next request at
-    // once, a central queue that dispatches into the room freed, and the
-    // engine profiles whose admission differs (SGLang's reserve ratio,
-    // TensorRT-LLM's whole prompts).
+fn fast_path_is_exact_with_offload_closed_loop_central_queue_and_every_preset() {
+    // Where the fast path hands a step back to the general scheduler and
+    // takes over again: completions that store blocks in the offload tiers
+    // (the next step waits for them), closed-loop users who send their next
+    // request at once, a central queue that dispatches into the room freed,
+    // and the engine profiles whose admission differs (SGLang's reserve
+    // ratio, TensorRT-LLM's whole prompts), with and without KV pressure.
     let trace = "workload.trace.file=\"scenarios/traces/conversation_trace.jsonl\"";
     same(OFFLOAD, &[trace, "duration_s=40"]);
     same(OFFLOAD, &[trace, "duration_s=40", "engine.kv_offload_connector=\"vllm\"", "engine.kv_offload_disk_gb=0"]);
