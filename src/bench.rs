@@ -370,14 +370,16 @@ fn bench_against(exe: &Path, other: &Path, a: &BenchArgs) -> Result<()> {
         }
         let (mut mine, mut theirs) = (Vec::new(), Vec::new());
         for round in 1..=a.rounds {
-            if round % 2 == 1 {
-                mine.push(this(n)?);
-                theirs.push(that(n)?);
+            let (x, y) = if round % 2 == 1 {
+                let x = this(n)?;
+                (x, that(n)?)
             } else {
-                theirs.push(that(n)?);
-                mine.push(this(n)?);
-            }
-            println!("{n:>10} {round:>6} {:>10.4} {:>10.4}", mine[mine.len() - 1], theirs[theirs.len() - 1]);
+                let y = that(n)?;
+                (this(n)?, y)
+            };
+            mine.push(x);
+            theirs.push(y);
+            println!("{n:>10} {round:>6} {x:>10.4} {y:>10.4}");
         }
         let ((m1, f1), (m2, f2)) = (median_min(&mine), median_min(&theirs));
         println!("{n:>10} {:>6} {m1:>10.4} {m2:>10.4}   this / other {:.3}", "median", m1 / m2);

@@ -84,19 +84,20 @@ fn fast_path_is_exact_with_joiners_swaps_and_attribution() {
 }
 
 #[test]
-fn fast_path_is_exact_with_offload_closed_loop_central_queue_and_every_preset() {
+fn fast_path_is_exact_with_offload_closed_loop_central_queue_sglang_and_trtllm() {
     // Where the fast path hands a step back to the general scheduler and
     // takes over again: completions that store blocks in the offload tiers
     // (the next step waits for them), closed-loop users who send their next
     // request at once, a central queue that dispatches into the room freed,
-    // and the engine profiles whose admission differs (SGLang's reserve
-    // ratio, TensorRT-LLM's whole prompts), with and without KV pressure.
+    // and the engine profiles whose admission differs from the default
+    // vllm-v1 (covered above): SGLang's reserve ratio, TensorRT-LLM's whole
+    // prompts, with and without KV pressure.
     let trace = "workload.trace.file=\"scenarios/traces/conversation_trace.jsonl\"";
     same(OFFLOAD, &[trace, "duration_s=40"]);
     same(OFFLOAD, &[trace, "duration_s=40", "engine.kv_offload_connector=\"vllm\"", "engine.kv_offload_disk_gb=0"]);
     same(CLOSED, &["duration_s=40"]);
     same(QUICK, &["hardware.replicas=2", "hardware.router=\"central-queue\"", "workload.rate=30", "num_requests=2000"]);
-    for preset in ["sglang", "trtllm", "vllm-v1"] {
+    for preset in ["sglang", "trtllm"] {
         let p = format!("engine.preset=\"{preset}\"");
         same(QUICK, &[&p, "workload.rate=25", "num_requests=2000"]);
         same(
